@@ -1,0 +1,78 @@
+"""What a domain is: everything about one kind of world that is not the experience model itself."""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dreamgym_env.types import Task
+
+__all__ = ["Domain", "InitialState"]
+
+
+@dataclass(frozen=True)
+class InitialState:
+    """The first abstract state of an episode and the actions available in it."""
+
+    state: str
+    admissible_actions: list[str] = field(default_factory=list)
+
+
+class Domain(ABC):
+    """A simulated world: its abstract state format, action grammar, instructions and tasks.
+
+    Subclasses set the class attributes and implement :meth:`initial_state` and :meth:`seed_tasks`.
+    The default :meth:`validate_action` checks the action against :attr:`action_patterns`.
+
+    Attributes:
+        name: Short lowercase identifier, e.g. ``"webshop"``.
+        env_id: The Gymnasium id the domain is registered under, e.g. ``"DreamGym/WebShop-v0"``.
+        max_steps: Default episode step limit (truncation).
+        instructions: The experience model's system text: how this world behaves, the abstract state
+            format with an example, what counts as success. Fixed per domain so vLLM's prefix cache
+            shares it across every request.
+        action_help: One paragraph for agents: the action grammar with examples.
+        action_patterns: Regular expressions; an action is well-formed when one matches in full.
+        open_actions: True when the set of valid actions is not enumerable (WebArena): then
+            ``admissible_actions`` may be empty and agents rely on :attr:`action_help`.
+    """
+
+    name: str
+    env_id: str
+    max_steps: int
+    instructions: str
+    action_help: str
+    action_patterns: Sequence[str] = ()
+    open_actions: bool = False
+
+    def __init__(self) -> None:
+        self._compiled = [re.compile(p, re.DOTALL) for p in self.action_patterns]
+
+    @abstractmethod
+    def seed_tasks(self) -> list[Task]:
+        """Tasks written for the package, used when the user gives none."""
+
+    @abstractmethod
+    def initial_state(self, task: Task, rng: np.random.Generator) -> InitialState:
+        """Build the first abstract state for ``task``.
+
+        Randomness (e.g. which receptacles an ALFWorld room has) must come from ``rng`` so that
+        ``reset(seed=...)`` is reproducible.
+        """
+
+    def validate_action(self, action: str, admissible_actions: Sequence[str] = ()) -> str | None:
+        """Return why ``action`` is malformed, or ``None`` when it may be sent to the experience model.
+
+        Grammar only: a well-formed action that makes no sense in the current state is for the
+        experience model to answer (with a failure-feedback state), as in the real environment.
+        """
+        if not self._compiled or any(p.fullmatch(action) for p in self._compiled):
+            return None
+        return f"'{action}' does not follow the {self.name} action grammar. {self.action_help}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, env_id={self.env_id!r})"
