@@ -1,0 +1,50 @@
+"""dreamgym_env: Gymnasium environments simulated by an LLM experience model (DreamGym).
+
+Importing the package registers ``DreamGym/WebShop-v0``, ``DreamGym/ALFWorld-v0`` and
+``DreamGym/WebArena-v0``. It imports no heavy dependency (torch, vLLM, faiss...).
+"""
+
+from dreamgym_env.config import BackendConfig, EnvConfig
+from dreamgym_env.domains import Domain, InitialState, available_domains, get_domain
+from dreamgym_env.env import DreamGymEnv
+from dreamgym_env.errors import DreamGymError
+from dreamgym_env.experience.backends import Backend, Completion, CompletionRequest, TransitionQuery
+from dreamgym_env.experience.backends.scripted import ScriptedBackend
+from dreamgym_env.experience.schema import ExperienceOutput
+from dreamgym_env.registration import BUILTIN_IDS, register_envs
+from dreamgym_env.retrieval import Retriever
+from dreamgym_env.spaces import FreeText
+from dreamgym_env.tasks import TaskList, TaskSampler
+from dreamgym_env.types import Step, Task, Transition
+from dreamgym_env.vector import DreamGymVectorEnv
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BUILTIN_IDS",
+    "Backend",
+    "BackendConfig",
+    "Completion",
+    "CompletionRequest",
+    "Domain",
+    "DreamGymEnv",
+    "DreamGymError",
+    "DreamGymVectorEnv",
+    "EnvConfig",
+    "ExperienceOutput",
+    "FreeText",
+    "InitialState",
+    "Retriever",
+    "ScriptedBackend",
+    "Step",
+    "Task",
+    "TaskList",
+    "TaskSampler",
+    "Transition",
+    "TransitionQuery",
+    "available_domains",
+    "get_domain",
+    "register_envs",
+]
+
+register_envs()

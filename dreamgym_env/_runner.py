@@ -1,0 +1,56 @@
+"""Run coroutines from synchronous code (``env.step``) on one shared background event loop.
+
+A private loop thread, rather than ``asyncio.run`` per call, because (a) HTTP clients and semaphores
+are bound to a loop and reusing them keeps connections alive across steps, and (b) it works when the
+caller already runs an event loop (Jupyter, async trainers), where ``run_until_complete`` would fail.
+The loop is recreated after ``fork`` (AsyncVectorEnv workers), since threads do not survive it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+__all__ = ["run_sync", "shared_loop"]
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_owner_pid: int | None = None
+
+
+def shared_loop() -> asyncio.AbstractEventLoop:
+    """The process-wide background loop, started on first use."""
+    global _loop, _owner_pid
+    with _lock:
+        if _loop is None or _owner_pid != os.getpid() or not _loop.is_running():
+            loop = asyncio.new_event_loop()
+            started = threading.Event()
+
+            def _serve() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(started.set)
+                loop.run_forever()
+
+            threading.Thread(target=_serve, name="dreamgym-io", daemon=True).start()
+            started.wait()
+            _loop, _owner_pid = loop, os.getpid()
+        return _loop
+
+
+def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+    """Run ``coro`` on the shared loop and wait for its result (exceptions propagate)."""
+    loop = shared_loop()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        coro.close()
+        raise RuntimeError("run_sync() called from the dreamgym event loop itself; await the coroutine instead.")
+    future = asyncio.run_coroutine_threadsafe(coro, loop)
+    return future.result(timeout)

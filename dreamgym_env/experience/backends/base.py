@@ -1,0 +1,94 @@
+"""One interface for every way of reaching an experience model."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from dreamgym_env.types import Step, Task
+
+__all__ = ["Backend", "Completion", "CompletionRequest", "TransitionQuery"]
+
+
+@dataclass(frozen=True)
+class TransitionQuery:
+    """The structured facts behind a transition prompt.
+
+    Real backends only read the rendered ``messages``; the scripted fake model and tooling (recording,
+    SFT data building) use these fields instead of parsing prompt text.
+    """
+
+    domain: str
+    task: Task
+    history: tuple[Step, ...]
+    state: str
+    action: str
+    admissible_actions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    """One structured-output chat request.
+
+    Attributes:
+        messages: OpenAI-style chat messages.
+        json_schema: The JSON schema the answer must follow (sent as ``response_format``).
+        schema_name: Name of the schema in the request.
+        seed: Per-request sampling seed, derived from the env's RNG so seeded runs repeat.
+        query: Structured facts for non-LLM backends; ``None`` for requests that are not transitions
+            (e.g. task generation).
+    """
+
+    messages: list[dict[str, str]]
+    json_schema: dict[str, Any]
+    schema_name: str = "transition"
+    seed: int | None = None
+    query: TransitionQuery | None = None
+
+
+@dataclass
+class Completion:
+    """The model's raw answer and what it cost."""
+
+    text: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    latency_s: float = 0.0
+    endpoint: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def usage(self) -> dict[str, Any]:
+        """Token usage in the shape ``info["usage"]`` reports."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+        }
+
+
+class Backend(ABC):
+    """Turns a :class:`CompletionRequest` into a :class:`Completion`.
+
+    Implementations are coroutine-first so a vector env can keep hundreds of requests in flight from one
+    thread. They must be picklable (create clients and engines lazily) because vector envs and
+    multiprocessing send envs to subprocesses.
+    """
+
+    @abstractmethod
+    async def acomplete(self, request: CompletionRequest) -> Completion:
+        """Answer one request.
+
+        Raises:
+            ServerUnreachableError: no endpoint answered.
+            PromptTooLongError: the prompt exceeds the model's context.
+            BackendError: any other failure of the backend.
+        """
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
+        """Release connections or engines."""
+
+    def describe(self) -> str:
+        """A short, secret-free description for logs and ``info``."""
+        return type(self).__name__

@@ -1,0 +1,142 @@
+"""The experience model: one transition request in, one validated prediction out."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from pydantic import ValidationError
+
+from dreamgym_env.config import EnvConfig
+from dreamgym_env.domains.base import Domain
+from dreamgym_env.errors import ResponseFormatError
+from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest, TransitionQuery
+from dreamgym_env.experience.prompt import build_messages
+from dreamgym_env.experience.schema import ExperienceOutput, output_json_schema
+from dreamgym_env.types import Step, Task, Transition
+
+__all__ = ["ExperienceModel", "Prediction"]
+
+
+@dataclass
+class Prediction:
+    """A parsed answer, or the reason there is none (only under ``on_invalid_output="fail_state"``).
+
+    Attributes:
+        output: The validated transition, or ``None`` when every attempt was unparsable.
+        completion: The last raw completion (usage, latency, endpoint).
+        attempts: Requests sent, including parse retries.
+        error: Why the last attempt was rejected, if it was.
+        build_s: Seconds spent building the prompt (client-side overhead).
+        parse_s: Seconds spent validating answers (client-side overhead).
+    """
+
+    output: ExperienceOutput | None
+    completion: Completion | None
+    attempts: int
+    error: str | None = None
+    build_s: float = 0.0
+    parse_s: float = 0.0
+
+
+class ExperienceModel:
+    """Builds transition prompts for a domain and turns answers into validated predictions.
+
+    Args:
+        domain: The simulated world.
+        backend: Where requests go.
+        config: Decoding caps, parse retries and the policy for unparsable answers.
+    """
+
+    def __init__(self, domain: Domain, backend: Backend, config: EnvConfig) -> None:
+        self.domain = domain
+        self.backend = backend
+        self.config = config
+        self.json_schema = output_json_schema(
+            max_reasoning_chars=config.max_reasoning_chars,
+            max_state_chars=config.max_state_chars,
+            max_actions=config.max_admissible_actions,
+            max_action_chars=config.max_action_chars,
+        )
+
+    def build_request(
+        self,
+        task: Task,
+        history: Sequence[Step],
+        demonstrations: Sequence[Transition],
+        state: str,
+        action: str,
+        admissible_actions: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> CompletionRequest:
+        """The exact request sent for one transition (also used to build SFT data)."""
+        window = self.config.history_window
+        shown = list(history) if window is None else list(history)[len(history) - window :] if window else []
+        return CompletionRequest(
+            messages=build_messages(self.domain, task, shown, demonstrations, state, action),
+            json_schema=self.json_schema,
+            seed=seed,
+            query=TransitionQuery(
+                domain=self.domain.name,
+                task=task,
+                history=tuple(history),
+                state=state,
+                action=action,
+                admissible_actions=tuple(admissible_actions),
+            ),
+        )
+
+    async def apredict(
+        self,
+        task: Task,
+        history: Sequence[Step],
+        demonstrations: Sequence[Transition],
+        state: str,
+        action: str,
+        admissible_actions: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> Prediction:
+        """Request and validate one transition, retrying unparsable answers.
+
+        Raises:
+            ResponseFormatError: every attempt was unparsable and the policy is ``"raise"``.
+            BackendError: the backend failed (unreachable server, prompt too long...).
+        """
+        start = time.perf_counter()
+        request = self.build_request(task, history, demonstrations, state, action, admissible_actions, seed)
+        build_s = time.perf_counter() - start
+        parse_s = 0.0
+        completion: Completion | None = None
+        error = ""
+        attempts = self.config.parse_retries + 1
+        for attempt in range(attempts):
+            if attempt and request.seed is not None:
+                request = replace(request, seed=request.seed + attempt)
+            completion = await self.backend.acomplete(request)
+            start = time.perf_counter()
+            output, error = _parse(completion)
+            parse_s += time.perf_counter() - start
+            if output is not None:
+                return Prediction(output, completion, attempt + 1, None, build_s, parse_s)
+        if self.config.on_invalid_output == "raise":
+            raise ResponseFormatError(
+                f"The experience model gave no valid transition in {attempts} attempts ({self.backend.describe()}). "
+                f"Last problem: {error}. Use a stronger model, raise max_tokens or parse_retries, or set "
+                "on_invalid_output='fail_state' to continue the episode with reward 0.",
+                raw_output=completion.text if completion else None,
+            )
+        return Prediction(None, completion, attempts, error, build_s, parse_s)
+
+
+def _parse(completion: Completion) -> tuple[ExperienceOutput | None, str]:
+    if completion.extra.get("finish_reason") == "length":
+        return None, f"the answer was cut at max_tokens ({len(completion.text)} chars)"
+    try:
+        output = ExperienceOutput.model_validate_json(completion.text)
+    except ValidationError as e:
+        snippet = completion.text[:200].replace("\n", " ")
+        return None, f"not a valid transition JSON ({e.error_count()} errors, e.g. {e.errors()[0]['msg']}): {snippet!r}"
+    if not output.next_state.strip():
+        return None, "next_state is empty"
+    return output, ""

@@ -1,0 +1,68 @@
+"""Assemble the experience model's prompt, ordered for vLLM's prefix cache.
+
+Order, from most shared to least: the domain's fixed instructions (shared by every request of the
+domain), the task (shared by an episode), the history (append-only, so step t+1's prompt extends step
+t's), then the per-step retrieved demonstrations and the current state and action last. Anything that
+changes per step stays after everything that does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dreamgym_env.domains.base import Domain
+from dreamgym_env.types import Step, Task, Transition
+
+__all__ = ["OUTPUT_INSTRUCTIONS", "build_messages", "render_user_prompt"]
+
+OUTPUT_INSTRUCTIONS = """\
+You are the environment. Given the task, the interaction so far, similar real transitions and the agent's
+current state and action, predict what the environment does next. Answer with one JSON object:
+- "reasoning": think step by step about the action's effect, first;
+- "next_state": the next state, in exactly the state format above;
+- "admissible_actions": the actions available in the next state (empty if the domain has none to list);
+- "done": true if the episode ends with this transition;
+- "success": true only if the episode ends and the task has been accomplished.
+Invalid or ineffective actions leave the world unchanged: describe that in "next_state" as the real
+environment would, with done false unless the domain says otherwise. Never invent progress."""
+
+
+def build_messages(
+    domain: Domain,
+    task: Task,
+    history: Sequence[Step],
+    demonstrations: Sequence[Transition],
+    state: str,
+    action: str,
+) -> list[dict[str, str]]:
+    """Return the chat messages for one transition request."""
+    system = f"{domain.instructions.strip()}\n\n{OUTPUT_INSTRUCTIONS}"
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": render_user_prompt(task, history, demonstrations, state, action)},
+    ]
+
+
+def render_user_prompt(
+    task: Task,
+    history: Sequence[Step],
+    demonstrations: Sequence[Transition],
+    state: str,
+    action: str,
+) -> str:
+    """The user turn: task, history, demonstrations, then the current state and action."""
+    parts = [f"# Task\n{task.instruction}\n\n# Interaction so far\n"]
+    for i, step in enumerate(history, start=1):
+        parts.append(f"## Step {i}\nState:\n{step.state}\nAction: {step.action}\n\n")
+    if not history:
+        parts.append("(first step)\n\n")
+    if demonstrations:
+        parts.append("# Similar real transitions\n")
+        for i, demo in enumerate(demonstrations, start=1):
+            parts.append(
+                f"## Example {i} (task: {demo.task})\nState:\n{demo.state}\nAction: {demo.action}\n"
+                f"Next state:\n{demo.next_state}\nDone: {str(demo.done).lower()}, "
+                f"success: {str(demo.success).lower()}\n\n"
+            )
+    parts.append(f"# Current step\nState:\n{state}\nAction: {action}\n\nPredict the next state.")
+    return "".join(parts)

@@ -1,0 +1,27 @@
+"""Gymnasium ids for the built-in simulated domains."""
+
+from __future__ import annotations
+
+from gymnasium.envs.registration import register, registry
+
+__all__ = ["BUILTIN_IDS", "register_envs"]
+
+BUILTIN_IDS: dict[str, str] = {
+    "DreamGym/WebShop-v0": "webshop",
+    "DreamGym/ALFWorld-v0": "alfworld",
+    "DreamGym/WebArena-v0": "webarena",
+}
+
+
+def register_envs() -> None:
+    """Register every built-in id (idempotent, so re-imports and reloads are harmless)."""
+    for env_id, domain in BUILTIN_IDS.items():
+        if env_id in registry:
+            continue
+        register(
+            id=env_id,
+            entry_point="dreamgym_env.env:DreamGymEnv",
+            vector_entry_point="dreamgym_env.vector:DreamGymVectorEnv",
+            nondeterministic=True,
+            kwargs={"domain": domain},
+        )

@@ -1,0 +1,78 @@
+"""Where an episode's task comes from: a fixed list, or a sampler such as the curriculum."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from dreamgym_env.errors import DomainError
+from dreamgym_env.types import Task
+
+__all__ = ["TaskList", "TaskSampler", "as_task_sampler", "resolve_task"]
+
+
+@runtime_checkable
+class TaskSampler(Protocol):
+    """Chooses the task of each new episode and hears how episodes ended."""
+
+    def sample(self, rng: np.random.Generator) -> Task:
+        """Return the next task, using only ``rng`` for randomness."""
+        ...
+
+    def record_outcome(self, task: Task, reward: float, success: bool) -> None:
+        """Called once per finished episode (terminated or truncated)."""
+        ...
+
+
+class TaskList:
+    """Uniform sampling over a fixed list of tasks."""
+
+    def __init__(self, tasks: Sequence[Task]) -> None:
+        if not tasks:
+            raise DomainError("The task list is empty; give at least one Task.")
+        self.tasks = list(tasks)
+        self._by_id = {t.task_id: t for t in self.tasks}
+
+    def sample(self, rng: np.random.Generator) -> Task:
+        return self.tasks[int(rng.integers(len(self.tasks)))]
+
+    def record_outcome(self, task: Task, reward: float, success: bool) -> None:
+        """Uniform sampling ignores outcomes."""
+
+    def get(self, task_id: str) -> Task | None:
+        """The task with this id, if listed."""
+        return self._by_id.get(task_id)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+
+def as_task_sampler(tasks: Sequence[Task] | TaskSampler) -> TaskSampler:
+    """Wrap a plain list in :class:`TaskList`; pass samplers through."""
+    if isinstance(tasks, TaskSampler):
+        return tasks
+    return TaskList(list(tasks))
+
+
+def resolve_task(spec: Any, domain: str, sampler: TaskSampler) -> Task:
+    """Turn ``reset(options={"task": spec})`` into a Task.
+
+    Accepts a :class:`Task`, a dict of Task fields, a listed task id, or free instruction text.
+    """
+    if isinstance(spec, Task):
+        return spec
+    if isinstance(spec, dict):
+        return Task.model_validate({"domain": domain, "task_id": spec.get("task_id", "custom"), **spec})
+    if isinstance(spec, str):
+        listed = sampler.get(spec) if isinstance(sampler, TaskList) else None
+        if listed is not None:
+            return listed
+        digest = hashlib.sha1(spec.encode()).hexdigest()[:12]
+        return Task(task_id=f"user-{digest}", domain=domain, instruction=spec, source="user")
+    raise DomainError(
+        f"options['task'] must be a Task, a dict of Task fields, a task id or an instruction string; "
+        f"got {type(spec).__name__}."
+    )

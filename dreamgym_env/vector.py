@@ -1,0 +1,164 @@
+"""A native vector env: N simulated episodes, all their model requests in flight at once.
+
+``SyncVectorEnv`` waits for each sub-env's model call in turn, and ``AsyncVectorEnv`` spends a process
+per sub-env to overlap them. Here every sub-env's ``astep`` runs on one event loop, so a step of N
+envs costs about one model round trip while vLLM batches the N requests, in one process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from dreamgym_env._runner import run_sync
+from dreamgym_env.config import EnvConfig, split_overrides
+from dreamgym_env.domains import Domain, get_domain
+from dreamgym_env.env import DreamGymEnv
+from dreamgym_env.errors import ConfigError
+from dreamgym_env.experience.backends import Backend, make_backend
+from dreamgym_env.retrieval import Retriever
+from dreamgym_env.tasks import TaskSampler, as_task_sampler
+from dreamgym_env.types import Task
+
+__all__ = ["DreamGymVectorEnv"]
+
+
+class DreamGymVectorEnv(VectorEnv):
+    """Steps ``num_envs`` :class:`DreamGymEnv` episodes concurrently against one shared backend.
+
+    Observations are tuples of strings; rewards, terminations and truncations are numpy arrays; infos
+    follow Gymnasium's ``info["key"]`` / ``info["_key"]`` convention.
+
+    Args:
+        domain: Domain name or object.
+        num_envs: Number of parallel episodes.
+        group_size: Sub-envs ``[g*k, g*(k+1))`` share one task at every ``reset()``, for GRPO-style
+            groups of rollouts; ``num_envs`` must be a multiple of it. Autoresets sample tasks
+            independently.
+        autoreset_mode: ``NEXT_STEP`` (Gymnasium's default) or ``SAME_STEP``.
+        tasks, retriever, backend, config, **overrides: as for :class:`DreamGymEnv`; one backend
+            (one connection pool, one concurrency bound) serves every sub-env.
+
+    Example:
+        >>> envs = gymnasium.make_vec("DreamGym/WebShop-v0", num_envs=32, model="my-model")
+        >>> obs, infos = envs.reset(seed=0)
+        >>> obs, rewards, terminations, truncations, infos = envs.step(actions)
+    """
+
+    def __init__(
+        self,
+        domain: str | Domain,
+        num_envs: int = 1,
+        *,
+        group_size: int = 1,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        tasks: Sequence[Task] | TaskSampler | None = None,
+        retriever: Retriever | None = None,
+        backend: Backend | str | None = None,
+        config: EnvConfig | None = None,
+        render_mode: str | None = None,
+        **overrides: Any,
+    ) -> None:
+        if num_envs < 1:
+            raise ConfigError(f"num_envs must be at least 1, got {num_envs}.")
+        if group_size < 1 or num_envs % group_size:
+            raise ConfigError(f"num_envs ({num_envs}) must be a positive multiple of group_size ({group_size}).")
+        mode = AutoresetMode(autoreset_mode)
+        if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
+            raise ConfigError(f"autoreset_mode must be NEXT_STEP or SAME_STEP, got {mode}.")
+        domain = get_domain(domain)
+        if isinstance(backend, str):
+            overrides["backend"] = backend
+            backend = None
+        cfg = split_overrides(config, overrides)
+        self._owns_backend = backend is None
+        self.backend = backend if backend is not None else make_backend(cfg.backend)
+        sampler = as_task_sampler(tasks if tasks is not None else domain.seed_tasks())
+        self.envs = [
+            DreamGymEnv(domain, tasks=sampler, retriever=retriever, backend=self.backend, config=cfg,
+                        render_mode=render_mode)
+            for _ in range(num_envs)
+        ]
+        self.num_envs = num_envs
+        self.group_size = group_size
+        self.render_mode = render_mode
+        self.metadata = {**DreamGymEnv.metadata, "autoreset_mode": mode}
+        self.single_observation_space = self.envs[0].observation_space
+        self.single_action_space = self.envs[0].action_space
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self._needs_reset = np.zeros(num_envs, dtype=np.bool_)
+
+    def reset(
+        self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[tuple[str, ...], dict[str, Any]]:
+        """Reset every sub-env; with ``group_size > 1``, each group gets one sampled task."""
+        seeds: Sequence[int | None]
+        if seed is None or isinstance(seed, int):
+            seeds = [None if seed is None else seed + i for i in range(self.num_envs)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != self.num_envs:
+                raise ConfigError(f"Got {len(seeds)} seeds for {self.num_envs} envs.")
+        options = dict(options or {})
+        obs: list[str] = []
+        infos: dict[str, Any] = {}
+        for i, env in enumerate(self.envs):
+            env_options = options
+            if i % self.group_size and "task" not in options:
+                env_options = {**options, "task": self.envs[i - i % self.group_size].task}
+            ob, info = env.reset(seed=seeds[i], options=env_options)
+            obs.append(ob)
+            infos = self._add_info(infos, info, i)
+        self._needs_reset[:] = False
+        return tuple(obs), infos
+
+    def step(self, actions: Sequence[str]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step every sub-env; model requests of all sub-envs are sent concurrently."""
+        return run_sync(self.astep(actions))
+
+    async def astep(
+        self, actions: Sequence[str]
+    ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Coroutine form of :meth:`step`, for callers that already run an event loop."""
+        actions = list(actions)
+        if len(actions) != self.num_envs:
+            raise ConfigError(f"Got {len(actions)} actions for {self.num_envs} envs.")
+        next_step = self.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
+        stepping = [i for i in range(self.num_envs) if not (next_step and self._needs_reset[i])]
+        results = await asyncio.gather(*(self.envs[i].astep(actions[i]) for i in stepping))
+
+        obs: list[str] = [""] * self.num_envs
+        rewards = np.zeros(self.num_envs, dtype=np.float64)
+        terminations = np.zeros(self.num_envs, dtype=np.bool_)
+        truncations = np.zeros(self.num_envs, dtype=np.bool_)
+        infos: dict[str, Any] = {}
+        for i, (ob, reward, terminated, truncated, info) in zip(stepping, results, strict=True):
+            obs[i], rewards[i], terminations[i], truncations[i] = ob, reward, terminated, truncated
+            if not next_step and (terminated or truncated):
+                obs[i], reset_info = self.envs[i].reset()
+                info = {**reset_info, "final_obs": ob, "final_info": info}
+            infos = self._add_info(infos, info, i)
+        for i in range(self.num_envs):
+            if next_step and self._needs_reset[i]:
+                obs[i], info = self.envs[i].reset()
+                infos = self._add_info(infos, info, i)
+        if next_step:
+            self._needs_reset = terminations | truncations
+        return tuple(obs), rewards, terminations, truncations, infos
+
+    def render(self) -> tuple[str | None, ...] | None:
+        """Each sub-env's rendering (``ansi`` mode)."""
+        if self.render_mode is None:
+            return None
+        return tuple(env.render() for env in self.envs)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Release the shared backend if this vector env created it."""
+        if self._owns_backend:
+            run_sync(self.backend.aclose())

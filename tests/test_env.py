@@ -1,0 +1,179 @@
+import pickle
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import dreamgym_env
+from dreamgym_env import DreamGymEnv, ExperienceOutput, ScriptedBackend
+from dreamgym_env.errors import ConfigError, DreamGymError, InvalidActionError, ResponseFormatError
+from dreamgym_env.types import Task, Transition
+
+from tests._toy import ToyDomain
+
+
+def make(**kwargs):
+    kwargs.setdefault("backend", ScriptedBackend())
+    return DreamGymEnv(ToyDomain(), **kwargs)
+
+
+def test_reset_gives_state_and_info_fields():
+    env = make()
+    obs, info = env.reset(seed=3)
+    assert obs.startswith("Room ")
+    for key in ("task", "task_id", "episode_id", "step", "admissible_actions", "success", "reasoning", "simulated",
+                "source", "last_action_error"):
+        assert key in info
+    assert info["simulated"] is True and info["source"] == "sim" and info["step"] == 0
+    assert info["admissible_actions"][-1] == "stop"
+
+
+def test_step_uses_model_output_and_grows_history():
+    backend = ScriptedBackend()
+    env = make(backend=backend)
+    env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step("go[2]")
+    assert "You did: go[2]" in obs
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    assert info["step"] == 1 and info["reasoning"]
+    env.step("go[3]")
+    assert [s.action for s in env.history] == ["go[2]", "go[3]"]
+    # The second prompt extends the first one's history (prefix-cache friendly order).
+    first, second = (r.messages[1]["content"] for r in backend.requests)
+    shared = first.split("# Current step")[0].replace("(first step)\n\n", "")
+    assert second.startswith(shared)
+    assert second.index("Action: go[2]") < second.index("# Current step")
+
+
+def test_success_gives_reward_one_on_final_step_only():
+    script = [
+        ExperienceOutput(reasoning="r", next_state="Room 2.", done=False, success=True),
+        ExperienceOutput(reasoning="r", next_state="Goal reached.", done=True, success=True),
+    ]
+    env = make(backend=ScriptedBackend(script))
+    env.reset(seed=0)
+    _, r1, t1, _, i1 = env.step("go[2]")
+    assert (r1, t1, i1["success"]) == (0.0, False, False)  # success without done is not success
+    _, r2, t2, _, i2 = env.step("stop")
+    assert (r2, t2, i2["success"]) == (1.0, True, True)
+    with pytest.raises(DreamGymError, match="reset"):
+        env.step("stop")
+
+
+def test_truncation_at_step_limit():
+    env = make(max_steps=2)
+    env.reset(seed=0)
+    assert env.step("go[1]")[3] is False
+    _, _, terminated, truncated, _ = env.step("go[1]")
+    assert (terminated, truncated) == (False, True)
+
+
+@pytest.mark.parametrize("action", ["", "   ", "fly away", "go[1]" * 200])
+def test_bad_actions_give_failure_feedback_without_model_call(action):
+    backend = ScriptedBackend()
+    env = make(backend=backend, max_action_chars=100)
+    obs0, _ = env.reset(seed=0)
+    obs, reward, terminated, _, info = env.step(action)
+    assert backend.requests == []
+    assert reward == 0.0 and not terminated
+    assert info["last_action_error"]
+    assert obs.startswith("[Invalid action]") and obs.endswith(obs0)
+
+
+def test_non_string_action_raises():
+    env = make()
+    env.reset(seed=0)
+    with pytest.raises(InvalidActionError, match="strings"):
+        env.step(3)
+
+
+def test_unparsable_output_retried_then_raises():
+    env = make(backend=ScriptedBackend(["not json", "{}", '{"reasoning": 1}']), parse_retries=2)
+    env.reset(seed=0)
+    with pytest.raises(ResponseFormatError, match="3 attempts") as e:
+        env.step("go[1]")
+    assert e.value.raw_output == '{"reasoning": 1}'
+
+
+def test_unparsable_output_retry_recovers():
+    good = ExperienceOutput(reasoning="ok", next_state="Room 3.", done=False, success=False)
+    env = make(backend=ScriptedBackend(["garbage", good]), parse_retries=1)
+    env.reset(seed=0)
+    obs, *_, info = env.step("go[3]")
+    assert obs == "Room 3." and info["attempts"] == 2
+
+
+def test_fail_state_policy_keeps_state():
+    env = make(backend=ScriptedBackend(["x", "y"]), parse_retries=1, on_invalid_output="fail_state")
+    obs0, _ = env.reset(seed=0)
+    obs, reward, terminated, _, info = env.step("go[1]")
+    assert obs == obs0 and reward == 0.0 and not terminated
+    assert "valid transition" in info["model_error"]
+
+
+def test_seeded_runs_repeat():
+    def run(seed):
+        env = make()
+        out = [env.reset(seed=seed)[0]]
+        for a in ["go[1]", "go[2]", "stop"]:
+            obs, r, *_ = env.step(a)
+            out.append((obs, r))
+        return out, env.task.task_id
+
+    assert run(5) == run(5)
+    assert len({str(run(s)) for s in range(6)}) > 1
+
+
+def test_retriever_receives_and_supplies_transitions():
+    class ListRetriever:
+        def __init__(self):
+            self.items: list[Transition] = []
+
+        def retrieve(self, state, action, k, *, domain=None, exclude_episode=None):
+            return [t for t in self.items if t.episode_id != exclude_episode][:k]
+
+        def add(self, transition):
+            self.items.append(transition)
+
+    retriever = ListRetriever()
+    backend = ScriptedBackend()
+    env = make(retriever=retriever, backend=backend, top_k=2)
+    env.reset(seed=0)
+    env.step("go[1]")
+    assert len(retriever.items) == 1 and retriever.items[0].source == "sim"
+    env.reset(seed=1)
+    env.step("go[2]")
+    assert "# Similar real transitions" in backend.requests[-1].messages[1]["content"]
+    assert "Next state:\n" + retriever.items[0].next_state in backend.requests[-1].messages[1]["content"]
+
+
+def test_pinned_task_and_pickling():
+    env = make()
+    obs, info = env.reset(seed=0, options={"task": "Reach room 9"})
+    assert info["task"] == "Reach room 9"
+    clone = pickle.loads(pickle.dumps(env))
+    assert clone.task.instruction == "Reach room 9"
+
+
+def test_unknown_option_is_a_config_error():
+    with pytest.raises(ConfigError, match="Accepted options"):
+        make(topk=3)
+
+
+def test_check_env_passes():
+    check_env(make(), skip_render_check=True)
+
+
+def test_registered_ids_make_and_check(monkeypatch):
+    for env_id in dreamgym_env.BUILTIN_IDS:
+        env = gym.make(env_id, backend="scripted")
+        check_env(env.unwrapped, skip_render_check=True)
+        obs, info = env.reset(seed=0)
+        assert isinstance(obs, str) and info["task"]
+
+
+def test_openai_backend_requires_model_name(monkeypatch):
+    monkeypatch.delenv("DREAMGYM_MODEL", raising=False)
+    with pytest.raises(ConfigError, match="DREAMGYM_MODEL"):
+        gym.make("DreamGym/WebShop-v0")
