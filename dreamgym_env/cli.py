@@ -1,0 +1,90 @@
+"""The ``dreamgym`` command: serve the smoke model, list envs, and the buffer/domain/curriculum tools."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+from collections.abc import Sequence
+
+__all__ = ["build_parser", "main"]
+
+# Sub-command groups contributed by subpackages: (module, function adding the sub-parsers).
+_COMMAND_GROUPS = (
+    ("dreamgym_env.buffer.cli", "add_buffer_commands"),
+    ("dreamgym_env.domains.spec_cli", "add_domain_commands"),
+    ("dreamgym_env.curriculum.cli", "add_curriculum_commands"),
+    ("dreamgym_env.training.cli", "add_training_commands"),
+    ("dreamgym_env.evaluation.cli", "add_evaluation_commands"),
+)
+
+
+def _cmd_envs(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+
+    import dreamgym_env  # noqa: F401 - registers the ids
+
+    for env_id in sorted(i for i in gym.registry if i.startswith("DreamGym/")):
+        print(env_id)
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from dreamgym_env.serving import serve_smoke_model
+
+    if not args.smoke:
+        print(
+            "To serve a real experience model, run vLLM itself, e.g.:\n"
+            "  vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000\n"
+            "then set DREAMGYM_BASE_URL=http://127.0.0.1:8000/v1 DREAMGYM_MODEL=Qwen/Qwen2.5-7B-Instruct.\n"
+            "`dreamgym serve --smoke` serves a tiny locally built model for smoke tests.",
+            file=sys.stderr,
+        )
+        return 2
+    server = serve_smoke_model(port=args.port, train_seconds=args.train_seconds)
+    print(f"SMOKE MODEL (a tiny model trained for seconds; its transitions are not meaningful) serving at "
+          f"{server.base_url} as {server.model!r}; started in {server.startup_seconds:.1f}s.", flush=True)
+    print(f"export DREAMGYM_BASE_URL={server.base_url} DREAMGYM_MODEL={server.model}", flush=True)
+    try:
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser, including every installed sub-command group."""
+    parser = argparse.ArgumentParser(prog="dreamgym", description=__doc__)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    envs = commands.add_parser("envs", help="List the registered DreamGym env ids.")
+    envs.set_defaults(func=_cmd_envs)
+
+    serve = commands.add_parser("serve", help="Serve an experience model with vLLM (--smoke: the tiny local one).")
+    serve.add_argument("--smoke", action="store_true", help="Build (once) and serve the tiny smoke model.")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--train-seconds", type=float, default=60.0, help="Smoke model training budget.")
+    serve.set_defaults(func=_cmd_serve)
+
+    for module_name, function in _COMMAND_GROUPS:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            if e.name != module_name:  # the group exists but its own import failed: surface that
+                raise
+            continue
+        getattr(module, function)(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``dreamgym`` console script."""
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

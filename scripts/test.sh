@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Install everything the tests need, then run every tier: unit, integration (real vLLM server) and real-env.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+if [ -f scripts/install_real.sh ]; then
+  bash scripts/install_real.sh
+fi
+# Integration tests must not skip silently for want of vLLM.
+export DREAMGYM_REQUIRE_VLLM=1
+exec .venv/bin/python -m pytest "$@"
