@@ -1,0 +1,126 @@
+"""Typed configuration of the replay buffer: where it lives, how it embeds, how it searches, what it keeps."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from dreamgym_env.errors import ConfigError
+
+__all__ = ["BufferConfig", "EmbedderConfig", "IndexConfig", "StorePolicy"]
+
+StorePolicy = Literal["all", "real", "none"]
+"""Which transitions offered online through ``add`` are kept: every one, only grounded ones
+(``offline``/``real``, never ``sim``), or none (the buffer stays as it was seeded)."""
+
+
+class EmbedderConfig(BaseModel):
+    """Which embedder turns (state, action) pairs into vectors.
+
+    Attributes:
+        kind: ``"hashing"`` (default: deterministic, offline, numpy only), ``"sentence-transformers"``
+            (a local model directory or name; needs the ``embeddings`` extra) or ``"openai"`` (any
+            OpenAI-compatible ``/v1/embeddings`` endpoint, e.g. vLLM serving an embedding model).
+        dim: Output dimension of the hashing embedder (ignored by the others, which report their own).
+        model: Model path or name for ``sentence-transformers`` and ``openai``.
+        base_url: Endpoint of the ``openai`` embedder, e.g. ``http://127.0.0.1:8000/v1``. Falls back to
+            the ``DREAMGYM_EMBEDDING_BASE_URL`` environment variable.
+        api_key_env: Name of the environment variable holding the API key (never the key itself, so
+            configs can be saved and logged safely).
+        batch_size: Texts per embedding call.
+        action_weight: Weight of the action's embedding against the state's in the retrieval key
+            ``normalize(e(state) + w * e(action))``. Without it a long state drowns a short action.
+        timeout_s: Request timeout of the ``openai`` embedder.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["hashing", "sentence-transformers", "openai"] = "hashing"
+    dim: int = Field(256, ge=8, le=65536)
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str = "DREAMGYM_EMBEDDING_API_KEY"
+    batch_size: int = Field(256, ge=1)
+    action_weight: float = Field(1.0, ge=0.0)
+    timeout_s: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _model_required(self) -> EmbedderConfig:
+        if self.kind != "hashing" and not self.model:
+            raise ConfigError(
+                f"embedder kind {self.kind!r} needs a model (a local directory or a served model name); "
+                "set EmbedderConfig(model=...) or use kind='hashing', which needs none"
+            )
+        return self
+
+
+class IndexConfig(BaseModel):
+    """How the in-memory vector index searches.
+
+    Attributes:
+        kind: ``"auto"`` (exact below ``threshold`` vectors per domain, ``approximate`` above),
+            ``"exact"`` (always brute force) or ``"ivf"``/``"hnsw"`` (faiss approximate search as soon
+            as a domain has ``min_train`` vectors; needs the ``buffer`` extra).
+        approximate: The approximate kind ``auto`` switches to.
+        threshold: Vectors per domain above which ``auto`` switches to approximate search.
+        nlist: IVF cells; ``None`` picks ``4 * sqrt(n)`` (clipped to [16, 65536]) at training time.
+        nprobe: IVF cells visited per query (recall against speed).
+        hnsw_m: HNSW graph degree.
+        ef_construction: HNSW build-time beam width.
+        ef_search: HNSW query-time beam width.
+        retrain_growth: Retrain an IVF index once its domain has grown this many times past the size it
+            was trained on, so its cells keep fitting the data.
+        min_train: Fewest vectors an approximate index is trained on.
+        persist: Save approximate indexes next to a file-backed buffer on close and restore them on
+            reopen (only rows added since are re-embedded from the stored vectors).
+        threads: faiss OpenMP threads (``None``: faiss's default, all cores).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["auto", "exact", "ivf", "hnsw"] = "auto"
+    approximate: Literal["ivf", "hnsw"] = "ivf"
+    threshold: int = Field(20_000, ge=1)
+    nlist: int | None = Field(None, ge=1)
+    nprobe: int = Field(32, ge=1)
+    hnsw_m: int = Field(32, ge=4)
+    ef_construction: int = Field(80, ge=8)
+    ef_search: int = Field(64, ge=1)
+    retrain_growth: float = Field(4.0, gt=1.0)
+    min_train: int = Field(1_000, ge=1)
+    persist: bool = True
+    threads: int | None = Field(None, ge=1)
+
+
+class BufferConfig(BaseModel):
+    """Everything a :class:`~dreamgym_env.buffer.ReplayBuffer` needs.
+
+    Attributes:
+        path: SQLite file (created if missing) or ``":memory:"`` for a throwaway buffer.
+        embedder: The embedder; changing it on an existing file re-embeds every row on open.
+        index: The vector index.
+        store_policy: Which transitions ``add`` keeps (see :data:`StorePolicy`). Imports through
+            ``add_many`` always store.
+        max_synthetic: Cap on simulated (``source="sim"``) transitions; the oldest are evicted past it.
+            Offline and real transitions are never evicted. ``None``: no cap.
+        dedup: ``"content"`` stores one copy of each (domain, state, action, next state) per provenance
+            (grounded: offline/real; synthetic: sim). ``"episode"`` also keys on episode id and step, so
+            only a repeated offer of the same step is dropped.
+        k: Default number of demonstrations ``retrieve`` returns.
+        busy_timeout_s: How long a writer waits for another process's write lock before failing.
+        synchronous: SQLite ``synchronous`` pragma. ``NORMAL`` in WAL mode keeps every committed
+            transaction across a process crash; ``FULL`` also across a power loss (slower commits).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str = ":memory:"
+    embedder: EmbedderConfig = Field(default_factory=EmbedderConfig)
+    index: IndexConfig = Field(default_factory=IndexConfig)
+    store_policy: StorePolicy = "all"
+    max_synthetic: int | None = Field(None, ge=0)
+    dedup: Literal["content", "episode"] = "content"
+    k: int = Field(4, ge=1)
+    busy_timeout_s: float = Field(30.0, gt=0)
+    synchronous: Literal["NORMAL", "FULL"] = "NORMAL"

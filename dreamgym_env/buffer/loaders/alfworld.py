@@ -1,0 +1,125 @@
+"""ALFWorld transcripts in the ReAct prompt format (``react_alfworld_3prompts.json``).
+
+The file is a JSON object mapping a name (``react_put_0``, ``act_clean_2``...) to a transcript: the first
+observation (``You are in the middle of a room...``), a ``Your task is to: ...`` line, then turns. A turn
+is a ``> command`` line followed by the observation lines it produced. ``> think: ...`` turns are the
+agent's reasoning, not actions: they are answered by ``OK.`` (or nothing) and are kept, joined, in the
+metadata (``agent_thoughts``) of the next action's transition. Each action gives one transition
+(previous observation, action, observation). The transcripts are expert demonstrations that end with
+the task done: the last transition has ``done``, ``success`` and reward 1.0. A plain ``.txt`` file
+holding one transcript is read the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from dreamgym_env.buffer.loaders.base import LoadIssue, Record, line_of_key
+from dreamgym_env.types import Transition
+
+__all__ = ["load_alfworld_react", "parse_react_transcript"]
+
+_TASK = re.compile(r"^Your task is to:\s*(.+)$")
+
+
+def parse_react_transcript(text: str) -> tuple[str, list[tuple[str, str, str, list[str]]]]:
+    """Split a transcript into its task and (state, action, next state, thoughts) steps.
+
+    Raises:
+        ValueError: When the transcript has no task line or no action.
+    """
+    lines = [line.rstrip() for line in text.strip().splitlines()]
+    task_at = next((i for i, line in enumerate(lines) if _TASK.match(line)), None)
+    if task_at is None:
+        raise ValueError("no 'Your task is to: ...' line")
+    task = _TASK.match(lines[task_at]).group(1).strip()  # type: ignore[union-attr]
+    observation = "\n".join(line for line in lines[:task_at] if line).strip()
+    steps: list[tuple[str, str, str, list[str]]] = []
+    thoughts: list[str] = []
+    i = task_at + 1
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip() or (line.strip() == "OK." and not steps):
+            # Blank lines, and a stray acknowledgement left before the first command by a removed thought.
+            i += 1
+            continue
+        if not line.startswith(">"):
+            raise ValueError(f"expected a '> command' line, got {line[:60]!r}")
+        command = line[1:].strip()
+        j = i + 1
+        while j < len(lines) and not lines[j].startswith(">"):
+            j += 1
+        reply = "\n".join(x for x in lines[i + 1 : j] if x.strip()).strip()
+        if command.startswith("think:"):
+            thoughts.append(command[len("think:") :].strip())
+        else:
+            steps.append((observation, command, reply, thoughts))
+            observation, thoughts = reply, []
+        i = j
+    if not steps:
+        raise ValueError("no action lines ('> go to ...')")
+    return task, steps
+
+
+def _transitions(name: str, text: str, domain: str) -> list[Transition]:
+    task, steps = parse_react_transcript(text)
+    style, _, rest = name.partition("_")
+    task_type = rest.rsplit("_", 1)[0] if rest else ""
+    transitions = []
+    for step, (state, action, next_state, thoughts) in enumerate(steps):
+        last = step == len(steps) - 1
+        metadata: dict[str, object] = {"origin": "alfworld-react", "transcript": name, "task_type": task_type}
+        if style in ("react", "act"):
+            metadata["style"] = style
+        if thoughts:
+            metadata["agent_thoughts"] = thoughts
+        transitions.append(
+            Transition(
+                domain=domain,
+                task_id=f"alfworld:{task}",
+                task=task,
+                episode_id=f"alfworld-react:{name}",
+                step=step,
+                state=state,
+                action=action,
+                next_state=next_state,
+                reward=1.0 if last else 0.0,
+                done=last,
+                success=last,
+                source="offline",
+                metadata=metadata,
+            )
+        )
+    return transitions
+
+
+def load_alfworld_react(path: Path, *, domain: str | None = None) -> Iterator[Record | LoadIssue]:
+    """Yield one record per transcript in ``path`` (a JSON object of transcripts, or one ``.txt``)."""
+    text = path.read_text(encoding="utf-8")
+    domain = domain or "alfworld"
+    if path.suffix == ".txt":
+        try:
+            yield Record(_transitions(path.stem, text, domain), str(path), 1)
+        except ValueError as e:
+            yield LoadIssue(str(path), None, f"{e}; transcript skipped")
+        return
+    try:
+        transcripts = json.loads(text)
+    except json.JSONDecodeError as e:
+        yield LoadIssue(str(path), e.lineno, f"not valid JSON ({e.msg})")
+        return
+    if not isinstance(transcripts, dict):
+        yield LoadIssue(str(path), 1, "expected a JSON object mapping names to transcript strings")
+        return
+    for name, transcript in transcripts.items():
+        line = line_of_key(text, name)
+        if not isinstance(transcript, str):
+            yield LoadIssue(str(path), line, f"transcript {name!r} is not a string; skipped")
+            continue
+        try:
+            yield Record(_transitions(name, transcript, domain), str(path), line)
+        except ValueError as e:
+            yield LoadIssue(str(path), line, f"transcript {name!r}: {e}; skipped")

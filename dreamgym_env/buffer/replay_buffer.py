@@ -1,0 +1,364 @@
+"""The experience replay buffer: durable transitions plus an in-memory similarity index over them.
+
+Retrieval keeps the simulator factual: each step the experience model sees the stored transitions whose
+(state, action) is most similar to the current one. The buffer is seeded with offline real data and
+grows with online interactions. Its store is SQLite (every committed transition survives a crash and
+several processes may write at once); its index lives in memory, next to the store, and catches up with
+other processes' writes before each search.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from dreamgym_env.buffer.config import BufferConfig
+from dreamgym_env.buffer.embedders import Embedder, build_embedder, embed_pairs
+from dreamgym_env.buffer.index import ShardedIndex
+from dreamgym_env.buffer.store import TransitionStore
+from dreamgym_env.errors import ConfigError, StoreError
+from dreamgym_env.types import Transition
+
+__all__ = ["AddResult", "ReplayBuffer", "ScoredTransition", "dedup_key"]
+
+
+class ScoredTransition(NamedTuple):
+    """A retrieved transition with its row id and cosine similarity to the query."""
+
+    id: int
+    score: float
+    transition: Transition
+
+
+class AddResult(NamedTuple):
+    """What a write did."""
+
+    stored: int
+    duplicates: int
+    filtered: int
+    evicted: int
+
+
+def dedup_key(transition: Transition, mode: str = "content") -> bytes:
+    """The 16-byte key under which a transition is stored once.
+
+    ``content``: (domain, state, action, next state, provenance), where provenance is ``grounded``
+    (offline or real) or ``synthetic`` (sim). The simulator repeating what is already stored adds
+    nothing, and a simulated transition never hides a real one (which would then be lost to eviction).
+    ``episode`` adds the episode id and step, so only the same step offered twice is dropped.
+    """
+    provenance = "synthetic" if transition.source == "sim" else "grounded"
+    parts = [transition.domain, transition.state, transition.action, transition.next_state, provenance]
+    if mode == "episode":
+        parts += [transition.episode_id, str(transition.step)]
+    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).digest()
+
+
+class ReplayBuffer:
+    """Stores transitions durably and retrieves the top-k most similar to a (state, action).
+
+    Implements :class:`dreamgym_env.retrieval.Retriever`. Usable as a context manager; one object may be
+    shared by the threads of a process, and each process opens its own on the same file.
+
+    Example:
+        >>> with ReplayBuffer.open(":memory:") as buffer:
+        ...     buffer.add_many(transitions)
+        ...     demos = buffer.retrieve(state, action, k=4, domain="webshop", exclude_episode=episode_id)
+
+    Args:
+        config: Buffer settings; ``None`` for the defaults.
+        embedder: An embedder object to use instead of building the one ``config.embedder`` describes.
+        **overrides: Top-level ``BufferConfig`` fields (``path=...``, ``k=...``) applied over ``config``.
+    """
+
+    def __init__(
+        self, config: BufferConfig | None = None, *, embedder: Embedder | None = None, **overrides: Any
+    ) -> None:
+        base = config or BufferConfig()
+        self.config = BufferConfig.model_validate({**base.model_dump(), **overrides}) if overrides else base
+        self.embedder = embedder if embedder is not None else build_embedder(self.config.embedder)
+        self._lock = threading.RLock()
+        self.store = TransitionStore(self.config.path, self.config.busy_timeout_s, self.config.synchronous)
+        self._closed = False
+        try:
+            self._check_embedder()
+            self.index = ShardedIndex(self.embedder.dim, self.config.index, self._load_shard)
+            self._watermark = 0
+            self._eviction_seq = 0
+            self._restore()
+        except BaseException:
+            self._closed = True
+            self.store.close()
+            raise
+
+    @classmethod
+    def open(cls, path: str | Path = ":memory:", **kwargs: Any) -> ReplayBuffer:
+        """Open (or create) the buffer at ``path``; keyword arguments are ``BufferConfig`` fields."""
+        embedder = kwargs.pop("embedder", None)
+        if isinstance(embedder, dict):
+            kwargs["embedder"] = embedder
+            embedder = None
+        return cls(BufferConfig(path=str(path), **kwargs), embedder=embedder)
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    def _persistent(self) -> bool:
+        return self.config.path != ":memory:" and self.config.index.persist
+
+    def _check_embedder(self) -> None:
+        """Re-embed every stored row when the embedder changed since the file was written."""
+        signature = self.embedder.signature
+        stored = self.store.get_meta("embedder")
+        if stored == signature:
+            return
+        if stored is not None and self.store.count() > 0:
+            for batch in self.store.iter_pairs():
+                ids, states, actions = zip(*batch, strict=True)
+                vectors = embed_pairs(self.embedder, states, actions, self.config.embedder.action_weight)
+                self.store.replace_embeddings(zip(ids, vectors, strict=True))
+            if self.config.path != ":memory:":
+                directory = ShardedIndex.snapshot_dir(self.config.path)
+                if directory.is_dir():
+                    for snapshot in directory.glob("*.faiss"):
+                        snapshot.unlink(missing_ok=True)
+        self.store.set_meta("embedder", signature)
+
+    def _load_shard(self, domain: str) -> tuple[np.ndarray, np.ndarray]:
+        ids, vectors = [], []
+        for batch in self.store.rows_after(0):
+            for row in batch:
+                if row.domain == domain:
+                    ids.append(row.id)
+                    vectors.append(row.embedding)
+        if not ids:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, self.embedder.dim), dtype=np.float32)
+        return np.asarray(ids, dtype=np.int64), np.stack(vectors)
+
+    def _restore(self) -> None:
+        """Load saved approximate shards, then add what was committed after their watermarks."""
+        loaded: dict[str, tuple[int, int]] = {}
+        if self._persistent():
+            loaded = self.index.load(ShardedIndex.snapshot_dir(self.config.path))
+        eviction_seq = self.store.max_eviction_seq()
+        if loaded:
+            # Removing an id twice is harmless, so every eviction of a restored domain is replayed.
+            by_domain: dict[str, list[int]] = defaultdict(list)
+            for _, row_id, domain in self.store.evictions_after(0):
+                if domain in loaded:
+                    by_domain[domain].append(row_id)
+            for domain, ids in by_domain.items():
+                self.index.remove(domain, np.asarray(ids, dtype=np.int64))
+        start = min((wm for wm, _ in loaded.values()), default=0)
+        if len(loaded) < len(self._stored_domains()):
+            start = 0
+        self._watermark = start
+        self._catch_up(skip=loaded)
+        self._eviction_seq = eviction_seq
+        self._apply_evictions()
+
+    def _stored_domains(self) -> set[str]:
+        return {domain for domain, _, _ in self.store.stats()}
+
+    def close(self) -> None:
+        """Save approximate shards (file-backed buffers) and close the store. Idempotent."""
+        if getattr(self, "_closed", True):
+            return
+        with self._lock:
+            try:
+                if self._persistent():
+                    self.save_index()
+            finally:
+                self._closed = True
+                self.store.close()
+
+    def save_index(self) -> None:
+        """Snapshot the approximate shards now, so a reopen only adds rows committed after this point."""
+        with self._lock:
+            self._sync()
+            if self.config.path == ":memory:":
+                raise ConfigError("an in-memory buffer has no file to save its index next to")
+            self.index.save(ShardedIndex.snapshot_dir(self.config.path), self._watermark, self._eviction_seq)
+
+    def __enter__(self) -> ReplayBuffer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort; close() is the documented way
+        try:
+            if not getattr(self, "_closed", True):
+                self.store.close()
+        except Exception:
+            pass
+
+    # -- keeping the index in step with the store ---------------------------------------------------
+
+    def _catch_up(self, skip: dict[str, tuple[int, int]] | None = None) -> None:
+        for batch in self.store.rows_after(self._watermark):
+            grouped: dict[str, tuple[list[int], list[np.ndarray]]] = defaultdict(lambda: ([], []))
+            for row in batch:
+                if skip and row.domain in skip and row.id <= skip[row.domain][0]:
+                    continue
+                grouped[row.domain][0].append(row.id)
+                grouped[row.domain][1].append(row.embedding)
+            for domain, (ids, vectors) in grouped.items():
+                self.index.add(domain, np.asarray(ids, dtype=np.int64), np.stack(vectors))
+            self._watermark = batch[-1].id
+
+    def _apply_evictions(self) -> None:
+        events = self.store.evictions_after(self._eviction_seq)
+        if not events:
+            return
+        by_domain: dict[str, list[int]] = defaultdict(list)
+        for _, row_id, domain in events:
+            by_domain[domain].append(row_id)
+        for domain, ids in by_domain.items():
+            self.index.remove(domain, np.asarray(ids, dtype=np.int64))
+        self._eviction_seq = events[-1][0]
+
+    def _sync(self) -> None:
+        """Bring the index up to date with every commit, this process's and others'."""
+        if self._closed:
+            raise StoreError("the replay buffer is closed")
+        self._catch_up()
+        self._apply_evictions()
+
+    # -- writes -------------------------------------------------------------------------------------
+
+    def _wanted(self, transition: Transition) -> bool:
+        policy = self.config.store_policy
+        return policy == "all" or (policy == "real" and transition.source != "sim")
+
+    def add(self, transition: Transition) -> None:
+        """Offer one online transition; kept according to ``store_policy`` and deduplicated."""
+        self.add_many([transition], apply_policy=True)
+
+    def add_many(
+        self, transitions: Iterable[Transition], *, apply_policy: bool = False, batch_size: int = 4096
+    ) -> AddResult:
+        """Store transitions in transactions of ``batch_size``; each batch commits whole or not at all.
+
+        Args:
+            transitions: The transitions.
+            apply_policy: Filter by ``store_policy`` as :meth:`add` does (imports leave it off).
+            batch_size: Transitions per transaction.
+
+        Returns:
+            How many were stored, skipped as duplicates, filtered by the policy, and evicted.
+        """
+        stored = duplicates = filtered = evicted = 0
+        batch: list[Transition] = []
+        for t in transitions:
+            if apply_policy and not self._wanted(t):
+                filtered += 1
+                continue
+            batch.append(t)
+            if len(batch) >= batch_size:
+                s, d, e = self._write(batch)
+                stored, duplicates, evicted = stored + s, duplicates + d, evicted + e
+                batch = []
+        if batch:
+            s, d, e = self._write(batch)
+            stored, duplicates, evicted = stored + s, duplicates + d, evicted + e
+        return AddResult(stored, duplicates, filtered, evicted)
+
+    def _write(self, batch: Sequence[Transition]) -> tuple[int, int, int]:
+        keys = [dedup_key(t, self.config.dedup) for t in batch]
+        vectors = embed_pairs(
+            self.embedder, [t.state for t in batch], [t.action for t in batch], self.config.embedder.action_weight
+        )
+        ids, evicted = self.store.insert(batch, keys, vectors, self.config.max_synthetic)
+        with self._lock:
+            self._sync()
+        stored = sum(i is not None for i in ids)
+        return stored, len(batch) - stored, len(evicted)
+
+    # -- reads --------------------------------------------------------------------------------------
+
+    def search(
+        self,
+        state: str,
+        action: str,
+        k: int | None = None,
+        *,
+        domain: str | None = None,
+        exclude_episode: str | None = None,
+    ) -> list[ScoredTransition]:
+        """Top-k stored transitions by cosine similarity of their (state, action) key, with scores.
+
+        Args:
+            state: The current state.
+            action: The action about to be simulated.
+            k: How many (default ``config.k``).
+            domain: Only this domain's transitions.
+            exclude_episode: Leave out this episode's own transitions (so an episode is not shown itself).
+        """
+        k = self.config.k if k is None else k
+        if k <= 0:
+            return []
+        query = embed_pairs(self.embedder, [state], [action], self.config.embedder.action_weight)[0]
+        with self._lock:
+            self._sync()
+            extra = self.store.count_episode(exclude_episode) if exclude_episode is not None else 0
+            ids, scores = self.index.search(query, k + extra, domain)
+        rows = self.store.get(ids.tolist())
+        out: list[ScoredTransition] = []
+        for row_id, score in zip(ids.tolist(), scores.tolist(), strict=True):
+            t = rows.get(row_id)
+            if t is None or (exclude_episode is not None and t.episode_id == exclude_episode):
+                continue
+            out.append(ScoredTransition(row_id, float(score), t))
+            if len(out) == k:
+                break
+        return out
+
+    def retrieve(
+        self,
+        state: str,
+        action: str,
+        k: int | None = None,
+        *,
+        domain: str | None = None,
+        exclude_episode: str | None = None,
+    ) -> list[Transition]:
+        """Up to ``k`` transitions most similar to (state, action), best first (the Retriever protocol)."""
+        return [s.transition for s in self.search(state, action, k, domain=domain, exclude_episode=exclude_episode)]
+
+    def __len__(self) -> int:
+        return self.store.count()
+
+    def stats(self) -> dict[str, Any]:
+        """Counts per domain and source, index kinds and sizes, embedder and path."""
+        with self._lock:
+            self._sync()
+            shards = {d: {"kind": s.kind, "size": len(s)} for d, s in self.index.shards.items()}
+        return {
+            "path": self.config.path,
+            "transitions": len(self),
+            "by_domain_source": [{"domain": d, "source": s, "count": c} for d, s, c in self.store.stats()],
+            "embedder": self.embedder.signature,
+            "index": shards,
+        }
+
+    def iter_transitions(self, *, domain: str | None = None, source: str | None = None) -> Iterable[Transition]:
+        """Every stored transition in insertion order."""
+        return self.store.iter_transitions(domain=domain, source=source)
+
+    def export_jsonl(self, path: str | Path, *, domain: str | None = None, source: str | None = None) -> int:
+        """Write transitions in the package's JSONL format (one per line); returns how many."""
+        n = 0
+        with Path(path).open("w", encoding="utf-8") as f:
+            for t in self.iter_transitions(domain=domain, source=source):
+                f.write(t.model_dump_json() + "\n")
+                n += 1
+        return n
+
+    def __repr__(self) -> str:
+        return f"ReplayBuffer(path={self.config.path!r}, embedder={self.embedder.signature!r})"
