@@ -177,3 +177,15 @@ def test_openai_backend_requires_model_name(monkeypatch):
     monkeypatch.delenv("DREAMGYM_MODEL", raising=False)
     with pytest.raises(ConfigError, match="DREAMGYM_MODEL"):
         gym.make("DreamGym/WebShop-v0")
+
+
+def test_hidden_task_facts_reach_the_model_not_the_agent():
+    import gymnasium as gym
+
+    env = gym.make("DreamGym/WebShop-v0", backend="scripted")
+    task = {"task_id": "t", "instruction": "buy blue socks", "metadata": {"price_upper": 12.5, "options": ["blue"]}}
+    obs, info = env.reset(seed=0, options={"task": task})
+    assert "12.5" not in obs
+    env.step("search[blue socks]")
+    prompt = env.unwrapped.backend.requests[-1].messages[1]["content"]
+    assert "- price_upper: 12.5" in prompt and "- options: ['blue']" in prompt

@@ -191,6 +191,7 @@ class ALFWorldDomain(Domain):
     name = "alfworld"
     env_id = "DreamGym/ALFWorld-v0"
     max_steps = 50
+    task_fact_keys = ("task_type", "object", "receptacle", "lamp")
     instructions = _INSTRUCTIONS
     action_help = (
         "ALFWorld commands (objects and receptacles are named with their number, e.g. 'apple 1'): "

@@ -39,6 +39,8 @@ class Domain(ABC):
         action_patterns: Regular expressions; an action is well-formed when one matches in full.
         open_actions: True when the set of valid actions is not enumerable (WebArena): then
             ``admissible_actions`` may be empty and agents rely on :attr:`action_help`.
+        task_fact_keys: Task metadata keys (dotted for nested values) that the experience model needs
+            to judge success but the agent does not see, e.g. WebShop's price limit.
     """
 
     name: str
@@ -48,6 +50,7 @@ class Domain(ABC):
     action_help: str
     action_patterns: Sequence[str] = ()
     open_actions: bool = False
+    task_fact_keys: Sequence[str] = ()
 
     def __init__(self) -> None:
         self._compiled = [re.compile(p, re.DOTALL) for p in self.action_patterns]
@@ -73,6 +76,17 @@ class Domain(ABC):
         if not self._compiled or any(p.fullmatch(action) for p in self._compiled):
             return None
         return f"'{action}' does not follow the {self.name} action grammar. {self.action_help}"
+
+    def describe_task(self, task: Task) -> str:
+        """Facts about ``task`` for the experience model only (the goal's hidden details), or ``""``."""
+        lines = []
+        for key in self.task_fact_keys:
+            value: object = task.metadata
+            for part in key.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            if value not in (None, "", [], {}):
+                lines.append(f"- {key}: {value}")
+        return "\n".join(lines)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, env_id={self.env_id!r})"

@@ -345,6 +345,7 @@ class WebArenaDomain(Domain):
     name = "webarena"
     env_id = "DreamGym/WebArena-v0"
     max_steps = 30
+    task_fact_keys = ("sites", "eval.reference_answers", "eval.reference_url")
     instructions = _INSTRUCTIONS
     open_actions = True
     action_help = (

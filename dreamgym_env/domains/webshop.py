@@ -163,6 +163,7 @@ class WebShopDomain(Domain):
     name = "webshop"
     env_id = "DreamGym/WebShop-v0"
     max_steps = 15
+    task_fact_keys = ("attributes", "options", "price_upper", "category")
     instructions = _INSTRUCTIONS
     action_help = (
         "WebShop actions: search[<query>] on the search page (e.g. search[red running shoes men]) and "

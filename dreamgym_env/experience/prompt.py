@@ -39,7 +39,10 @@ def build_messages(
     system = f"{domain.instructions.strip()}\n\n{OUTPUT_INSTRUCTIONS}"
     return [
         {"role": "system", "content": system},
-        {"role": "user", "content": render_user_prompt(task, history, demonstrations, state, action)},
+        {
+            "role": "user",
+            "content": render_user_prompt(task, history, demonstrations, state, action, domain.describe_task(task)),
+        },
     ]
 
 
@@ -49,9 +52,14 @@ def render_user_prompt(
     demonstrations: Sequence[Transition],
     state: str,
     action: str,
+    task_facts: str = "",
 ) -> str:
-    """The user turn: task, history, demonstrations, then the current state and action."""
-    parts = [f"# Task\n{task.instruction}\n\n# Interaction so far\n"]
+    """The user turn: task, history, demonstrations, then the current state and action.
+
+    ``task_facts`` are the goal's details the agent does not see but success depends on.
+    """
+    facts = f"\nGoal details (hidden from the agent, for judging success):\n{task_facts}\n" if task_facts else ""
+    parts = [f"# Task\n{task.instruction}\n{facts}\n# Interaction so far\n"]
     for i, step in enumerate(history, start=1):
         parts.append(f"## Step {i}\nState:\n{step.state}\nAction: {step.action}\n\n")
     if not history:

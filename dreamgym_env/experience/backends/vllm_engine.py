@@ -1,0 +1,155 @@
+"""An in-process ``vllm.LLM`` engine, for offline batch use without an HTTP server.
+
+Concurrent ``acomplete`` calls (a vector env's sub-envs) are gathered into one ``LLM.chat`` batch, so the
+engine schedules them together as the server would. The engine is created on first use, in a worker
+thread; vLLM starts its engine processes with ``spawn``, so scripts using this backend need an
+``if __name__ == "__main__":`` guard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from dreamgym_env.config import BackendConfig
+from dreamgym_env.errors import BackendError, ConfigError, DependencyNotInstalled, PromptTooLongError
+from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest
+
+__all__ = ["VLLMEngineBackend"]
+
+
+@dataclass
+class _Pending:
+    request: CompletionRequest
+    future: asyncio.Future[Completion]
+
+
+class VLLMEngineBackend(Backend):
+    """Structured-output generation with an in-process vLLM engine.
+
+    Args:
+        model: A model directory or hub name (``vllm.LLM(model=...)``).
+        temperature, top_p, max_tokens: Sampling settings, as for the HTTP backend.
+        batch_window_s: How long the first request of a batch waits for others to join.
+        engine_kwargs: Passed to ``vllm.LLM`` (``max_model_len``, ``dtype``, ``tensor_parallel_size``...).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        temperature: float = 0.7,
+        top_p: float = 1.0,
+        max_tokens: int = 1024,
+        batch_window_s: float = 0.002,
+        **engine_kwargs: Any,
+    ) -> None:
+        if not model:
+            raise ConfigError("The vllm backend needs model=<model directory or name>.")
+        self.model = model
+        self.temperature = temperature
+        self.top_p = top_p
+        self.max_tokens = max_tokens
+        self.batch_window_s = batch_window_s
+        self.engine_kwargs = engine_kwargs
+        self._llm: Any = None
+        self._engine_lock = threading.Lock()
+        self._pending: list[_Pending] = []
+        self._flush_scheduled = False
+
+    @classmethod
+    def from_config(cls, config: BackendConfig) -> VLLMEngineBackend:
+        """Build from a :class:`BackendConfig`; ``extra_body`` entries become engine arguments."""
+        return cls(
+            config.model,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            max_tokens=config.max_tokens,
+            **config.extra_body,
+        )
+
+    def describe(self) -> str:
+        return f"vllm.LLM({self.model})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.update(_llm=None, _engine_lock=None, _pending=[], _flush_scheduled=False)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._engine_lock = threading.Lock()
+
+    async def acomplete(self, request: CompletionRequest) -> Completion:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Completion] = loop.create_future()
+        self._pending.append(_Pending(request, future))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_later(self.batch_window_s, lambda: asyncio.ensure_future(self._flush()))
+        return await future
+
+    async def _flush(self) -> None:
+        batch, self._pending, self._flush_scheduled = self._pending, [], False
+        try:
+            completions = await asyncio.to_thread(self._generate, [p.request for p in batch])
+        except Exception as e:  # every waiter learns why its batch failed
+            for pending in batch:
+                if not pending.future.done():
+                    pending.future.set_exception(e)
+            return
+        for pending, completion in zip(batch, completions, strict=True):
+            if not pending.future.done():
+                pending.future.set_result(completion)
+
+    def _engine(self) -> Any:
+        if self._llm is None:
+            try:
+                import vllm
+            except ImportError as e:
+                raise DependencyNotInstalled("vllm", "vllm", "The in-process vLLM backend") from e
+            self._llm = vllm.LLM(model=self.model, **self.engine_kwargs)
+        return self._llm
+
+    def _generate(self, requests: list[CompletionRequest]) -> list[Completion]:
+        from vllm import SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
+
+        with self._engine_lock:
+            llm = self._engine()
+            params = [
+                SamplingParams(
+                    temperature=self.temperature,
+                    top_p=self.top_p,
+                    max_tokens=self.max_tokens,
+                    seed=r.seed,
+                    structured_outputs=StructuredOutputsParams(json=r.json_schema),
+                )
+                for r in requests
+            ]
+            start = time.perf_counter()
+            try:
+                outputs = llm.chat([r.messages for r in requests], params, use_tqdm=False)
+            except ValueError as e:
+                if "longer than the maximum model length" in str(e) or "max_model_len" in str(e):
+                    raise PromptTooLongError(f"A prompt does not fit {self.model}'s context: {e}") from e
+                raise BackendError(f"vLLM engine rejected the batch: {e}") from e
+            latency = time.perf_counter() - start
+        completions = []
+        for out in outputs:
+            generated = out.outputs[0]
+            completions.append(
+                Completion(
+                    text=generated.text,
+                    prompt_tokens=len(out.prompt_token_ids or []),
+                    completion_tokens=len(generated.token_ids),
+                    cached_tokens=getattr(out, "num_cached_tokens", None),
+                    latency_s=latency,
+                    endpoint="in-process",
+                    extra={"finish_reason": generated.finish_reason},
+                )
+            )
+        return completions

@@ -1,0 +1,130 @@
+"""The envs against the real vLLM OpenAI server serving the locally built smoke model."""
+
+import statistics
+import time
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import dreamgym_env
+from dreamgym_env.errors import ServerUnreachableError
+
+pytestmark = pytest.mark.integration
+
+FALLBACK_ACTIONS = {
+    "DreamGym/WebShop-v0": "search[waterproof boots]",
+    "DreamGym/ALFWorld-v0": "look",
+    "DreamGym/WebArena-v0": "click('1')",
+}
+# Caps that keep the smoke model's answers short and always closable within max_tokens.
+SMALL = dict(max_state_chars=300, max_reasoning_chars=160, max_admissible_actions=6, max_action_chars=40,
+             max_tokens=900, timeout=60.0)
+
+
+def pick_action(env_id, info):
+    actions = info["admissible_actions"]
+    return actions[0] if actions else FALLBACK_ACTIONS[env_id]
+
+
+@pytest.fixture
+def make_env(vllm_server):
+    def _make(env_id, **kwargs):
+        return gym.make(env_id, base_url=vllm_server.base_url, model=vllm_server.model, **{**SMALL, **kwargs})
+
+    return _make
+
+
+@pytest.mark.parametrize("env_id", sorted(dreamgym_env.BUILTIN_IDS))
+def test_episode_through_gymnasium_make(make_env, env_id):
+    env = make_env(env_id, max_steps=3, on_invalid_output="raise", parse_retries=3)
+    obs, info = env.reset(seed=0)
+    prompt_tokens = []
+    for step in range(1, 4):
+        obs, reward, terminated, truncated, info = env.step(pick_action(env_id, info))
+        assert isinstance(obs, str) and obs
+        assert env.observation_space.contains(obs)
+        assert info["step"] == step and info["simulated"] is True and info["source"] == "sim"
+        assert isinstance(info["reasoning"], str)
+        assert reward in (0.0, 1.0) and reward == float(info["success"])
+        prompt_tokens.append(info["usage"]["prompt_tokens"])
+        if terminated or truncated:
+            break
+    assert step == 3 or terminated
+    # The history is in the prompt: each step's prompt is longer than the last.
+    assert prompt_tokens == sorted(prompt_tokens) and len(set(prompt_tokens)) == len(prompt_tokens)
+    assert truncated or terminated
+    env.close()
+
+
+def test_check_env_against_server(make_env):
+    env = make_env("DreamGym/ALFWorld-v0", on_invalid_output="fail_state")
+    check_env(env.unwrapped, skip_render_check=True)
+
+
+def test_seeded_greedy_episodes_repeat(make_env):
+    def run():
+        env = make_env("DreamGym/ALFWorld-v0", temperature=0.0, max_steps=2, on_invalid_output="fail_state")
+        obs, info = env.reset(seed=7)
+        trace = [obs]
+        for _ in range(2):
+            obs, reward, *_ , info = env.step(pick_action("DreamGym/ALFWorld-v0", info))
+            trace.append((obs, reward))
+        return trace
+
+    assert run() == run()
+
+
+def test_vector_env_against_server(vllm_server):
+    envs = gym.make_vec("DreamGym/WebShop-v0", num_envs=4, base_url=vllm_server.base_url, model=vllm_server.model,
+                        on_invalid_output="fail_state", **SMALL)
+    assert isinstance(envs, dreamgym_env.DreamGymVectorEnv)
+    obs, infos = envs.reset(seed=0)
+    obs, rewards, terms, truncs, infos = envs.step(["search[red shoes]"] * 4)
+    assert len(obs) == 4 and all(isinstance(o, str) and o for o in obs)
+    assert infos["_usage"].all()
+    envs.close()
+
+
+def test_unreachable_server_fails_fast_with_url():
+    env = gym.make("DreamGym/ALFWorld-v0", base_url="http://127.0.0.1:9/v1", model="m", timeout=2.0,
+                   connect_timeout=1.0, max_retries=1)
+    env.reset(seed=0)
+    start = time.perf_counter()
+    with pytest.raises(ServerUnreachableError, match="127.0.0.1:9"):
+        env.step("look")
+    assert time.perf_counter() - start < 10.0
+
+
+def test_server_killed_mid_episode(smoke_model_dir):
+    from dreamgym_env.serving import VLLMServer
+
+    server = VLLMServer(smoke_model_dir, served_model_name="doomed", max_model_len=4096).start()
+    try:
+        env = gym.make("DreamGym/ALFWorld-v0", base_url=server.base_url, model="doomed",
+                       on_invalid_output="fail_state", **{**SMALL, "timeout": 5.0, "max_retries": 1})
+        env.reset(seed=0)
+        env.step("look")  # the server answers
+        server.kill()
+        start = time.perf_counter()
+        with pytest.raises(ServerUnreachableError, match=server.base_url.split("/v1")[0]):
+            env.step("inventory")
+        elapsed = time.perf_counter() - start
+        assert elapsed < 5.0 * 2 + 5.0, f"took {elapsed:.1f}s, beyond timeout x attempts"
+    finally:
+        server.stop()
+
+
+def test_step_latency_is_mostly_server_time(make_env):
+    """Client-side work (prompt building, parsing, retrieval) is a small share of a step."""
+    env = make_env("DreamGym/ALFWorld-v0", on_invalid_output="fail_state", max_steps=50)
+    obs, info = env.reset(seed=1)
+    overheads, totals = [], []
+    for _ in range(6):
+        obs, _, terminated, truncated, info = env.step(pick_action("DreamGym/ALFWorld-v0", info))
+        timing = info["timing"]
+        totals.append(timing["total_s"])
+        overheads.append(timing["build_s"] + timing["parse_s"] + timing["retrieve_s"])
+        if terminated or truncated:
+            obs, info = env.reset()
+    assert statistics.median(overheads) < 0.05 * statistics.median(totals)
