@@ -15,10 +15,25 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from dreamgym_env.errors import ConfigError
 
-__all__ = ["Episode", "Policy", "collect_episodes", "unbatch_info"]
+__all__ = ["Episode", "Policy", "RandomPolicy", "collect_episodes", "unbatch_info"]
 
 Policy = Callable[[str, dict[str, Any]], str]
 """Maps one sub-env's (observation, info) to an action string."""
+
+
+class RandomPolicy:
+    """Uniform over ``info["admissible_actions"]``; ``fallback`` where the domain lists none.
+
+    A baseline, and a picklable policy for tests of distributed collection.
+    """
+
+    def __init__(self, fallback: str = "look", seed: int | None = None) -> None:
+        self.fallback = fallback
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, observation: str, info: dict[str, Any]) -> str:
+        actions = info.get("admissible_actions") or []
+        return str(actions[int(self.rng.integers(len(actions)))]) if len(actions) else self.fallback
 
 
 @dataclass
