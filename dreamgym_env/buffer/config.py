@@ -6,8 +6,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from dreamgym_env.errors import ConfigError
-
 __all__ = ["BufferConfig", "EmbedderConfig", "IndexConfig", "StorePolicy"]
 
 StorePolicy = Literal["all", "real", "none"]
@@ -48,7 +46,7 @@ class EmbedderConfig(BaseModel):
     @model_validator(mode="after")
     def _model_required(self) -> EmbedderConfig:
         if self.kind != "hashing" and not self.model:
-            raise ConfigError(
+            raise ValueError(
                 f"embedder kind {self.kind!r} needs a model (a local directory or a served model name); "
                 "set EmbedderConfig(model=...) or use kind='hashing', which needs none"
             )

@@ -1,0 +1,131 @@
+"""``dreamgym buffer import|stats|search|export``: manage a replay buffer file from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from dreamgym_env.buffer.config import BufferConfig, EmbedderConfig
+from dreamgym_env.buffer.loaders import FORMATS, import_files
+from dreamgym_env.buffer.replay_buffer import ReplayBuffer
+from dreamgym_env.errors import DreamGymError
+
+__all__ = ["add_buffer_commands"]
+
+
+def _open(args: argparse.Namespace) -> ReplayBuffer:
+    embedder: dict[str, Any] = {"kind": args.embedder}
+    if args.embedding_model:
+        embedder["model"] = args.embedding_model
+    if args.embedding_base_url:
+        embedder["base_url"] = args.embedding_base_url
+    if args.dim:
+        embedder["dim"] = args.dim
+    config = BufferConfig(path=args.path, embedder=EmbedderConfig(**embedder), dedup=args.dedup)
+    return ReplayBuffer(config)
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    with _open(args) as buffer:
+        report = import_files(
+            buffer, args.files, args.format, domain=args.domain, strict=args.strict, progress=not args.quiet
+        )
+    for issue in report.issues:
+        print(f"skipped: {issue}", file=sys.stderr)
+    print(report.summary())
+    return 0
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    with _open(args) as buffer:
+        stats = buffer.stats()
+    if args.json:
+        print(json.dumps(stats, indent=2))
+        return 0
+    print(f"{stats['path']}: {stats['transitions']} transitions ({stats['embedder']})")
+    for row in stats["by_domain_source"]:
+        print(f"  {row['domain']:<16} {row['source']:<8} {row['count']:>10}")
+    for domain, shard in stats["index"].items():
+        print(f"  index {domain}: {shard['kind']} ({shard['size']} vectors)")
+    return 0
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    with _open(args) as buffer:
+        hits = buffer.search(args.state, args.action, args.k, domain=args.domain, exclude_episode=args.exclude_episode)
+    if args.json:
+        print(json.dumps([{"id": h.id, "score": h.score, **h.transition.model_dump()} for h in hits], indent=2))
+        return 0
+    for rank, hit in enumerate(hits, start=1):
+        t = hit.transition
+        print(f"#{rank} score={hit.score:.3f} id={hit.id} {t.domain} {t.episode_id} step {t.step} ({t.source})")
+        print(f"   state:  {t.state[:200]!r}")
+        print(f"   action: {t.action!r}")
+        print(f"   next:   {t.next_state[:200]!r}")
+    if not hits:
+        print("no transitions match")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    with _open(args) as buffer:
+        n = buffer.export_jsonl(args.output, domain=args.domain, source=args.source)
+    print(f"wrote {n} transitions to {args.output}")
+    return 0
+
+
+def _guard(func: Any) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return int(func(args))
+        except DreamGymError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+def add_buffer_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``buffer`` command and its ``import``, ``stats``, ``search`` and ``export`` subcommands."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("path", help="buffer file (SQLite; created if missing)")
+    common.add_argument(
+        "--embedder", choices=["hashing", "sentence-transformers", "openai"], default="hashing",
+        help="embedder (must match the one the buffer was built with, or every row is re-embedded)",
+    )
+    common.add_argument("--embedding-model", help="model path or name for sentence-transformers/openai")
+    common.add_argument("--embedding-base-url", help="endpoint of the openai embedder (e.g. http://127.0.0.1:8000/v1)")
+    common.add_argument("--dim", type=int, help="dimension of the hashing embedder (default 256)")
+    common.add_argument("--dedup", choices=["content", "episode"], default="content", help="duplicate rule")
+
+    buffer = subparsers.add_parser("buffer", help="manage an experience replay buffer")
+    commands = buffer.add_subparsers(dest="buffer_command", required=True, metavar="{import,stats,search,export}")
+
+    p = commands.add_parser("import", parents=[common], help="import real trajectory files")
+    p.add_argument("files", nargs="+", help="files or directories to import")
+    p.add_argument("--format", default="auto", choices=["auto", *sorted(FORMATS)], help="input format")
+    p.add_argument("--domain", help="domain to assign (overrides the loader's)")
+    p.add_argument("--strict", action="store_true", help="fail on the first malformed record, writing nothing")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_guard(_cmd_import))
+
+    p = commands.add_parser("stats", parents=[common], help="counts per domain and source, index state")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_guard(_cmd_stats))
+
+    p = commands.add_parser("search", parents=[common], help="top-k transitions similar to a (state, action)")
+    p.add_argument("--state", required=True)
+    p.add_argument("--action", required=True)
+    p.add_argument("-k", type=int, default=4)
+    p.add_argument("--domain")
+    p.add_argument("--exclude-episode")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_guard(_cmd_search))
+
+    p = commands.add_parser("export", parents=[common], help="write transitions as JSONL (the import format)")
+    p.add_argument("output", help="destination .jsonl file")
+    p.add_argument("--domain")
+    p.add_argument("--source", choices=["offline", "sim", "real"])
+    p.set_defaults(func=_guard(_cmd_export))
