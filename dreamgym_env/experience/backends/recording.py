@@ -1,0 +1,460 @@
+"""Record every experience-model request and answer to SQLite, and replay them without a server.
+
+LLM serving is not bit-reproducible (batching changes floating-point sums), so exact reruns come from
+a recording: wrap the live backend once, then rerun the same seeded code against the file::
+
+    import dreamgym_env, gymnasium
+    from dreamgym_env.experience.backends.openai_http import OpenAIBackend
+
+    live = OpenAIBackend(dreamgym_env.BackendConfig(base_url="http://127.0.0.1:8000/v1", model="m"))
+    env = gymnasium.make("DreamGym/WebShop-v0", backend=dreamgym_env.record(live, "run.sqlite"))
+    ...                                                     # later, with the server stopped:
+    env = gymnasium.make("DreamGym/WebShop-v0", backend=dreamgym_env.replay("run.sqlite"))
+
+Each call is keyed by the SHA-256 of a canonical JSON of what decides the answer: the messages, the
+output schema, the request seed and the sampling settings (model, temperature, top_p, max_tokens,
+extra request fields). Identical requests repeated within one run are told apart by their occurrence
+number, so a run that sends the same request twice replays both answers in order. The file is also an
+audit log: :func:`read_recording` lists every request with its answer, usage, latency, endpoint,
+finish reason and time.
+
+Replayed completions report their own (near-zero) latency by default, so ``info["timing"]`` stays a
+truthful measurement of the run that produced it; ``restore_latency=True`` reports the recorded
+latency instead (e.g. to replay a throughput analysis). Everything else the env reports (observation,
+reward, flags, reasoning, usage) is identical to the recorded run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from dreamgym_env.config import BackendConfig
+from dreamgym_env.errors import ConfigError, ReplayMissError, StoreError
+from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest
+
+__all__ = [
+    "RecordedCall",
+    "RecordingBackend",
+    "RecordingMode",
+    "read_recording",
+    "record",
+    "replay",
+    "request_key",
+    "sampling_settings",
+]
+
+RecordingMode = Literal["record", "replay", "replay_or_record"]
+PathLike = str | os.PathLike[str]
+
+KEY_VERSION = 1
+_MODES = ("record", "replay", "replay_or_record")
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS calls (
+    key TEXT NOT NULL,
+    occurrence INTEGER NOT NULL,
+    messages_sha TEXT NOT NULL,
+    sampling TEXT NOT NULL,
+    request TEXT NOT NULL,
+    text TEXT NOT NULL,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    cached_tokens INTEGER,
+    latency_s REAL NOT NULL,
+    endpoint TEXT,
+    finish_reason TEXT,
+    extra TEXT NOT NULL,
+    recorded_at REAL NOT NULL,
+    PRIMARY KEY (key, occurrence)
+);
+CREATE INDEX IF NOT EXISTS calls_messages ON calls (messages_sha);
+"""
+_COLUMNS = (
+    "key, occurrence, request, text, prompt_tokens, completion_tokens, cached_tokens, latency_s, endpoint, "
+    "finish_reason, extra, recorded_at"
+)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def sampling_settings(backend: Backend | None) -> dict[str, Any]:
+    """The settings of ``backend`` that change its answers, as they enter the recording key.
+
+    Backends configured by a :class:`BackendConfig` contribute the model name, temperature, top_p,
+    max_tokens and extra request fields (not endpoints, timeouts or keys, which do not change the
+    answer). A backend may define ``sampling_settings() -> dict`` to say it itself; any other backend
+    is identified by its class name.
+    """
+    if backend is None:
+        return {}
+    own = getattr(backend, "sampling_settings", None)
+    if callable(own):
+        return dict(own())
+    config = getattr(backend, "config", None)
+    if isinstance(config, BackendConfig):
+        return {
+            "model": config.model,
+            "temperature": config.temperature,
+            "top_p": config.top_p,
+            "max_tokens": config.max_tokens,
+            "extra_body": config.extra_body,
+        }
+    return {"backend": type(backend).__name__}
+
+
+def _keyed_fields(request: CompletionRequest, sampling: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "v": KEY_VERSION,
+        "messages": request.messages,
+        "schema_name": request.schema_name,
+        "json_schema": request.json_schema,
+        "seed": request.seed,
+        "sampling": sampling,
+    }
+
+
+def request_key(request: CompletionRequest, sampling: dict[str, Any]) -> str:
+    """The recording key of ``request`` under ``sampling`` (hex SHA-256 of its canonical JSON)."""
+    return hashlib.sha256(_canonical(_keyed_fields(request, sampling)).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    """One recorded request and its answer, as :func:`read_recording` returns it."""
+
+    key: str
+    occurrence: int
+    request: dict[str, Any]
+    completion: Completion
+    recorded_at: float
+
+
+class RecordingBackend(Backend):
+    """Wraps a backend to record its calls, or stands in for it by replaying a recording.
+
+    Args:
+        inner: The live backend. Required to record; optional to replay (then the sampling settings
+            come from ``sampling`` or from the recording itself).
+        path: The SQLite recording file (created when missing; WAL mode, one transaction per call, so
+            every answer received survives a crash of the process).
+        mode: ``"record"``: ask ``inner`` and store every answer (replacing an earlier recording of the
+            same request). ``"replay"``: answer from the file only; a request never recorded raises
+            :class:`ReplayMissError`. ``"replay_or_record"``: replay when recorded, else ask ``inner``
+            and add the answer to the file.
+        sampling: The sampling settings of the key, when ``inner`` is absent and the recording holds
+            calls made with several settings.
+        restore_latency: Report the recorded latency on replayed completions instead of the replay's own.
+        synchronous: SQLite ``synchronous`` pragma: ``NORMAL`` survives process crashes, ``FULL`` also
+            power loss.
+
+    Attributes:
+        hits: Answers served from the recording.
+        recorded: Answers received from ``inner`` and written.
+
+    Example:
+        >>> backend = RecordingBackend(ScriptedBackend(), "run.sqlite", mode="record")
+        >>> env = gymnasium.make("DreamGym/WebShop-v0", backend=backend)
+    """
+
+    def __init__(
+        self,
+        inner: Backend | None,
+        path: PathLike,
+        mode: RecordingMode = "record",
+        *,
+        sampling: dict[str, Any] | None = None,
+        restore_latency: bool = False,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+    ) -> None:
+        if mode not in _MODES:
+            raise ConfigError(f"mode must be one of {list(_MODES)}, got {mode!r}")
+        if inner is None and mode != "replay":
+            raise ConfigError(
+                f"mode={mode!r} asks the live backend for answers, so it needs one: "
+                "RecordingBackend(live_backend, path, mode=...) (only mode='replay' works without it)"
+            )
+        if isinstance(inner, RecordingBackend):
+            raise ConfigError("inner is already a RecordingBackend; wrap the live backend once")
+        self.inner = inner
+        self.path = Path(path).expanduser()
+        self.mode: RecordingMode = mode
+        self.restore_latency = restore_latency
+        self.synchronous = synchronous
+        self._explicit_sampling = dict(sampling) if sampling is not None else None
+        self._sampling: dict[str, Any] | None = self._explicit_sampling
+        if self._sampling is None and inner is not None:
+            self._sampling = sampling_settings(inner)
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self._seen: dict[str, int] = {}
+        self.hits = 0
+        self.recorded = 0
+        if mode == "replay" and not self.path.is_file():
+            raise ConfigError(
+                f"No recording at {self.path}. Record one first with dreamgym_env.record(live_backend, "
+                f"{str(self.path)!r}), or check the path."
+            )
+
+    # ------------------------------------------------------------------ pickling (vector envs, subprocesses)
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "inner": self.inner,
+            "path": str(self.path),
+            "mode": self.mode,
+            "sampling": self._explicit_sampling,
+            "restore_latency": self.restore_latency,
+            "synchronous": self.synchronous,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(  # type: ignore[misc]
+            state["inner"],
+            state["path"],
+            state["mode"],
+            sampling=state["sampling"],
+            restore_latency=state["restore_latency"],
+            synchronous=state["synchronous"],
+        )
+
+    def describe(self) -> str:
+        """The mode, the file and the live backend, for logs."""
+        inner = self.inner.describe() if self.inner is not None else "no live backend"
+        return f"{self.mode}({self.path}; {inner})"
+
+    # ------------------------------------------------------------------ storage
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={self.synchronous}")
+                conn.executescript(_SCHEMA)
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('key_version', ?)", (str(KEY_VERSION),))
+            except sqlite3.Error as e:
+                raise StoreError(f"Cannot open the recording {self.path}: {e}") from e
+            version = conn.execute("SELECT value FROM meta WHERE key='key_version'").fetchone()[0]
+            if version != str(KEY_VERSION):
+                raise StoreError(
+                    f"{self.path} was recorded with key version {version}; this version reads {KEY_VERSION}. "
+                    "Record the run again."
+                )
+            self._conn = conn
+        return self._conn
+
+    def _resolve_sampling(self, conn: sqlite3.Connection) -> dict[str, Any]:
+        if self._sampling is None:
+            found = [row[0] for row in conn.execute("SELECT DISTINCT sampling FROM calls LIMIT 2")]
+            if len(found) > 1:
+                raise ConfigError(
+                    f"{self.path} holds calls made with several sampling settings, so replay cannot tell "
+                    "which to use. Pass the live backend (RecordingBackend(backend, path, 'replay')) or "
+                    f"sampling=... (read_recording({str(self.path)!r}) lists them)."
+                )
+            self._sampling = json.loads(found[0]) if found else {}
+        return self._sampling
+
+    def _lookup(
+        self, conn: sqlite3.Connection, key: str, occurrence: int, exact: bool
+    ) -> tuple[Any, ...] | None:
+        op = "=" if exact else "<="
+        return conn.execute(
+            f"SELECT {_COLUMNS} FROM calls WHERE key = ? AND occurrence {op} ? "
+            "ORDER BY occurrence DESC LIMIT 1",
+            (key, occurrence),
+        ).fetchone()
+
+    def _store(
+        self,
+        conn: sqlite3.Connection,
+        key: str,
+        occurrence: int,
+        fields: dict[str, Any],
+        completion: Completion,
+    ) -> None:
+        extra = {k: v for k, v in completion.extra.items() if k != "recording"}
+        try:
+            extra_json = _canonical(extra)
+        except (TypeError, ValueError):
+            extra_json = _canonical(
+                {k: v for k, v in extra.items() if isinstance(v, (str, int, float, bool))}
+            )
+        row = (
+            key,
+            occurrence,
+            hashlib.sha256(_canonical(fields["messages"]).encode()).hexdigest(),
+            _canonical(fields["sampling"]),
+            _canonical(fields),
+            completion.text,
+            completion.prompt_tokens,
+            completion.completion_tokens,
+            completion.cached_tokens,
+            completion.latency_s,
+            completion.endpoint,
+            completion.extra.get("finish_reason"),
+            extra_json,
+            time.time(),
+        )
+        try:
+            conn.execute(
+                "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row
+            )
+        except sqlite3.Error as e:
+            raise StoreError(f"Cannot write to the recording {self.path}: {e}") from e
+
+    # ------------------------------------------------------------------ backend API
+    async def acomplete(self, request: CompletionRequest) -> Completion:
+        """Answer from the recording or from the live backend, as the mode says.
+
+        Raises:
+            ReplayMissError: mode ``"replay"`` and the request was never recorded.
+        """
+        start = time.perf_counter()
+        with self._lock:
+            conn = self._connection()
+            sampling = self._resolve_sampling(conn)
+            fields = _keyed_fields(request, sampling)
+            key = hashlib.sha256(_canonical(fields).encode()).hexdigest()
+            occurrence = self._seen.get(key, 0)
+            self._seen[key] = occurrence + 1
+            row = None
+            if self.mode != "record":
+                row = self._lookup(conn, key, occurrence, exact=self.mode == "replay_or_record")
+            if row is None and self.mode == "replay":
+                raise self._miss(conn, key, fields)
+        if row is not None:
+            self.hits += 1
+            return self._from_row(row, time.perf_counter() - start)
+        assert self.inner is not None
+        completion = await self.inner.acomplete(request)
+        with self._lock:
+            self._store(self._connection(), key, occurrence, fields, completion)
+            self.recorded += 1
+        completion.extra["recording"] = {"key": key, "occurrence": occurrence, "replayed": False}
+        return completion
+
+    def _from_row(self, row: tuple[Any, ...], elapsed: float) -> Completion:
+        key, occurrence, _, text, prompt, completion_tokens, cached, latency, endpoint, _, extra, _ = row
+        extra = json.loads(extra)
+        extra["recording"] = {
+            "key": key,
+            "occurrence": occurrence,
+            "replayed": True,
+            "recorded_latency_s": latency,
+        }
+        return Completion(
+            text=text,
+            prompt_tokens=prompt,
+            completion_tokens=completion_tokens,
+            cached_tokens=cached,
+            latency_s=latency if self.restore_latency else elapsed,
+            endpoint=endpoint,
+            extra=extra,
+        )
+
+    def _miss(self, conn: sqlite3.Connection, key: str, fields: dict[str, Any]) -> ReplayMissError:
+        total = conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+        messages_sha = hashlib.sha256(_canonical(fields["messages"]).encode()).hexdigest()
+        near = conn.execute(
+            "SELECT request FROM calls WHERE messages_sha = ? LIMIT 1", (messages_sha,)
+        ).fetchone()
+        if near is not None:
+            recorded = json.loads(near[0])
+            differing = [
+                f"{name}: recorded {_short(recorded.get(name))}, now {_short(fields[name])}"
+                for name in ("seed", "sampling", "schema_name", "json_schema")
+                if recorded.get(name) != fields[name]
+            ]
+            why = "The same messages were recorded with other settings (" + "; ".join(differing) + ")."
+        else:
+            why = (
+                "No recorded request has these messages: the prompt differs (another seed, task, domain, "
+                "top_k or history_window, other retrieved demonstrations, or a changed prompt template)."
+            )
+        error = ReplayMissError(
+            f"Request {key} (seed {fields['seed']}) is not in the recording {self.path} "
+            f"({total} calls). {why} "
+            f"Record it by running the same code with backend=dreamgym_env.record(live_backend, "
+            f"{str(self.path)!r}), or replay with dreamgym_env.replay({str(self.path)!r}, "
+            "backend=live_backend, fallthrough=True) to answer misses live and add them to the file."
+        )
+        error.key = key  # type: ignore[attr-defined]
+        error.path = str(self.path)  # type: ignore[attr-defined]
+        return error
+
+    async def aclose(self) -> None:
+        """Close the recording file and the live backend."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+        if self.inner is not None:
+            await self.inner.aclose()
+
+
+def _short(value: Any) -> str:
+    text = _canonical(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def read_recording(path: PathLike) -> Iterator[RecordedCall]:
+    """Every recorded call in ``path``, in the order they were recorded (for audits and analysis).
+
+    Raises:
+        StoreError: the file is missing or not a recording.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise StoreError(f"No recording at {path}")
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM calls ORDER BY recorded_at, rowid").fetchall()
+    except sqlite3.Error as e:
+        raise StoreError(f"{path} is not a recording: {e}") from e
+    finally:
+        conn.close()
+    for (
+        key,
+        occurrence,
+        request,
+        text,
+        prompt,
+        completion_tokens,
+        cached,
+        latency,
+        endpoint,
+        _,
+        extra,
+        at,
+    ) in rows:
+        completion = Completion(text, prompt, completion_tokens, cached, latency, endpoint, json.loads(extra))
+        yield RecordedCall(key, occurrence, json.loads(request), completion, at)
+
+
+def record(backend: Backend, path: PathLike) -> RecordingBackend:
+    """Wrap a live backend so every request and answer is written to ``path``."""
+    return RecordingBackend(backend, path, "record")
+
+
+def replay(path: PathLike, backend: Backend | None = None, *, fallthrough: bool = False) -> RecordingBackend:
+    """A backend that answers from the recording at ``path``, with no server.
+
+    Args:
+        path: A file written by :func:`record`.
+        backend: The live backend the run was recorded with (optional; gives the sampling settings, and
+            answers misses when ``fallthrough`` is set).
+        fallthrough: Answer requests that were never recorded with ``backend`` (and record them)
+            instead of raising :class:`ReplayMissError`.
+    """
+    return RecordingBackend(backend, path, "replay_or_record" if fallthrough else "replay")
