@@ -154,9 +154,9 @@ class DreamGymEnv(gym.Env[str, str]):
                 f"Actions are strings in the {self.domain.name} grammar, got {type(action).__name__}: {action!r}. "
                 f"{self.domain.action_help}"
             )
-        self._step += 1
         error = self._action_error(action)
         if error is not None:
+            self._step += 1
             self._obs = f"[Invalid action] {error}\n\n{self._state}"[-self.observation_space.max_length :]
             return self._finish(0.0, terminated=False, success=False, reasoning="", last_action_error=error)
 
@@ -172,6 +172,9 @@ class DreamGymEnv(gym.Env[str, str]):
             self._admissible,
             seed=int(self.np_random.integers(2**31 - 1)),
         )
+        # Only now does the step count: a backend error above leaves the episode as it was, so the
+        # caller may retry the same step once the server is back.
+        self._step += 1
         extra = _timing_info(prediction, retrieve_s, time.perf_counter() - started)
         output = prediction.output
         if output is None:  # on_invalid_output == "fail_state": the world stays as it was

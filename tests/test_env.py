@@ -189,3 +189,24 @@ def test_hidden_task_facts_reach_the_model_not_the_agent():
     env.step("search[blue socks]")
     prompt = env.unwrapped.backend.requests[-1].messages[1]["content"]
     assert "- price_upper: 12.5" in prompt and "- options: ['blue']" in prompt
+
+
+def test_backend_failure_leaves_episode_retryable():
+    from dreamgym_env.errors import ServerUnreachableError
+    from dreamgym_env.experience.backends.scripted import echo_world
+
+    calls = []
+
+    def flaky(request):
+        calls.append(1)
+        if len(calls) == 2:
+            raise ServerUnreachableError("down")
+        return echo_world(request)
+
+    env = make(backend=ScriptedBackend(flaky))
+    env.reset(seed=0)
+    env.step("go[1]")
+    with pytest.raises(ServerUnreachableError):
+        env.step("go[2]")
+    obs, *_, info = env.step("go[2]")
+    assert info["step"] == 2 and [s.action for s in env.history] == ["go[1]", "go[2]"]
