@@ -60,14 +60,16 @@ def as_task_sampler(tasks: Sequence[Task] | TaskSampler) -> TaskSampler:
 def resolve_task(spec: Any, domain: str, sampler: TaskSampler) -> Task:
     """Turn ``reset(options={"task": spec})`` into a Task.
 
-    Accepts a :class:`Task`, a dict of Task fields, a listed task id, or free instruction text.
+    Accepts a :class:`Task`, a dict of Task fields, a task id the sampler lists (any sampler with a
+    ``get(task_id)`` method), or free instruction text.
     """
     if isinstance(spec, Task):
         return spec
     if isinstance(spec, dict):
         return Task.model_validate({"domain": domain, "task_id": spec.get("task_id", "custom"), **spec})
     if isinstance(spec, str):
-        listed = sampler.get(spec) if isinstance(sampler, TaskList) else None
+        getter = getattr(sampler, "get", None)  # TaskList, CurriculumSampler: pin a listed task by id
+        listed = getter(spec) if callable(getter) else None
         if listed is not None:
             return listed
         digest = hashlib.sha1(spec.encode()).hexdigest()[:12]
