@@ -1,0 +1,180 @@
+"""TextWorld: procedurally generated text adventures (Côté et al., 2018), the domain whose real games run anywhere.
+
+TextWorld generates its games locally (``tw-make``), so it is the domain where the simulator and the
+real engine can always be compared side by side: :func:`dreamgym_env.real.textworld.tasks_from_games`
+turns generated games into tasks whose first state is the real game's, and
+``DreamGym/TextWorld-Real-v0`` plays the same games.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from dreamgym_env.domains.base import Domain, InitialState
+from dreamgym_env.types import Task
+
+__all__ = ["TEXTWORLD_DIRECTIONS", "TextWorldDomain", "render_textworld_start"]
+
+TEXTWORLD_DIRECTIONS: tuple[str, ...] = ("north", "south", "east", "west")
+
+
+def render_textworld_start(description: str, objective: str) -> str:
+    """The first abstract state: the room as ``look`` shows it, then the quest.
+
+    Args:
+        description: The room text TextWorld prints for ``look`` (starting with ``-= Room =-``).
+        objective: The quest text TextWorld gives for ``goal``.
+    """
+    return f"{description.strip()}\n\nYour task is to: {' '.join(objective.split())}"
+
+
+_INSTRUCTIONS = """\
+You simulate a TextWorld game: a parser-based text adventure made of connected rooms, doors, \
+containers (chests, boxes, cabinets), supporters (tables, shelves) and portable objects (keys, food, \
+tools). The agent must carry out the quest written in its task by typing commands. You receive a \
+command and answer with the text the game prints next, in TextWorld's style.
+
+How the world behaves
+- Rooms have a header "-= Kitchen =-", a short description, the exits ("There is an exit to the east.", \
+"There is a closed wooden door leading north.") and the things in them ("You see a closed chest.", \
+"On the table, you see a red apple."). Keep the layout consistent with the history: never move, rename \
+or invent what the history contradicts.
+- "go north|south|east|west" moves through an open exit and prints the new room in full; a closed door \
+blocks it ("You have to open the wooden door first."). "open X"/"close X" ("You open the chest, \
+revealing a key." or "You open the chest." when empty); locked things need "unlock X with K" first. \
+"take X" / "take X from Y": "You pick up the key from the chest."; "drop X": "You drop the key on the \
+ground."; "put X on Y": "You put the apple on the table."; "insert X into Y": "You put the key into the \
+box."; "eat X": "You eat the apple. Not bad."; "examine X" describes it; "look" prints the room; \
+"inventory": "You are carrying: a key." or "You are carrying nothing."
+- A command the game cannot apply changes nothing and gets a short refusal ("You can't see any such \
+thing.", "That's not something you can take.").
+
+State format: the game's text only. The first state is:
+-= Kitchen =-
+You are in a kitchen. A normal kind of place.
+You see a closed chest. On the table, you see a red apple.
+There is an exit to the east.
+
+Your task is to: take the key from the chest and put it on the table in the bedroom.
+
+Ending and success
+The quest is complete on the step that makes its last condition true: then the text ends with "Your \
+score has just gone up by one point." and "*** The End ***", done=true and success=true. A step that \
+makes the quest impossible (eating the object the quest needs) ends with "*** You lost! ***", \
+done=true, success=false. Otherwise done=false (the step limit is handled by the environment).
+
+admissible_actions: every command valid in the new state: "go D" for each open exit, "open/close X" for \
+closable things at hand, "take X" for each visible portable object, "take X from Y" for those in or on \
+Y, "drop/put/insert/eat X..." for carried things, "unlock X with K" when carrying K, "examine X", \
+"look", "inventory"."""
+
+# Rooms, furniture and portable things a generated start room draws from (TextWorld's usual vocabulary).
+_ROOMS: tuple[str, ...] = ("kitchen", "bedroom", "bathroom", "living room", "pantry", "study", "garage", "attic")
+_CONTAINERS: tuple[str, ...] = ("chest", "box", "cabinet", "locker", "crate", "safe")
+_SUPPORTERS: tuple[str, ...] = ("table", "shelf", "counter", "desk", "workbench", "stand")
+_OBJECTS: tuple[str, ...] = ("key", "apple", "book", "lamp", "coin", "carrot", "knife", "map", "mug", "shoe")
+_ADJECTIVES: tuple[str, ...] = ("red", "old", "wooden", "small", "rusty", "shiny", "blue", "heavy")
+
+
+class TextWorldDomain(Domain):
+    """TextWorld as an abstract text world.
+
+    State format: the game's text without its ASCII-art banner. The first state is the room as
+    ``look`` prints it followed by the quest::
+
+        -= Kitchen =-
+        You are in a kitchen. A normal kind of place.
+        You see a closed chest. On the table, you see a red apple.
+        There is an exit to the east.
+
+        Your task is to: take the key from the chest and put it on the table in the bedroom.
+
+    Starting state: when the task's metadata has ``initial_observation`` (tasks made from generated
+    games by :func:`dreamgym_env.real.textworld.tasks_from_games`), that real first state and its
+    ``initial_admissible`` commands are used, so sim and real episodes start identically. Otherwise a
+    room is drawn with ``rng`` (one container, one supporter, a portable object and one to three exits).
+
+    Actions: TextWorld's command grammar (see :attr:`action_help`).
+
+    Episode end: the quest is complete (success) or lost, or the step limit (50).
+    """
+
+    name = "textworld"
+    env_id = "DreamGym/TextWorld-v0"
+    max_steps = 50
+    instructions = _INSTRUCTIONS
+    action_help = (
+        "TextWorld commands (things are named as the game names them, e.g. 'wooden door'): look, inventory, "
+        "goal, go north|south|east|west, open <x>, close <x>, take <x>, take <x> from <y>, drop <x>, "
+        "put <x> on <y>, insert <x> into <y>, unlock <x> with <y>, lock <x> with <y>, eat <x>, "
+        "examine <x>; cooking games add cook <x> with <y>, slice|chop|dice <x> with <y>, prepare meal. "
+        "Example: take key from chest."
+    )
+    _NAME = r"[\w][\w'’.:-]*(?: [\w'’.:-]+)*"
+    action_patterns = (
+        r"look|inventory|goal|score|prepare meal|eat meal",
+        rf"go (?:{'|'.join(TEXTWORLD_DIRECTIONS)})",
+        rf"(?:open|close|take|drop|eat|examine|drink) {_NAME}",
+        rf"take {_NAME} from {_NAME}",
+        rf"put {_NAME} on {_NAME}",
+        rf"insert {_NAME} into {_NAME}",
+        rf"(?:lock|unlock|cook|slice|chop|dice) {_NAME} with {_NAME}",
+    )
+
+    def initial_state(self, task: Task, rng: np.random.Generator) -> InitialState:
+        """The real first state when the task carries one, else a room drawn with ``rng``."""
+        observation = task.metadata.get("initial_observation")
+        if isinstance(observation, str) and observation.strip():
+            admissible = task.metadata.get("initial_admissible") or []
+            return InitialState(state=observation.strip(), admissible_actions=[str(a) for a in admissible])
+        return self._draw_room(task, rng)
+
+    def _draw_room(self, task: Task, rng: np.random.Generator) -> InitialState:
+        def pick(options: Sequence[str]) -> str:
+            return options[int(rng.integers(len(options)))]
+
+        room = str(task.metadata.get("room") or pick(_ROOMS))
+        container = f"{pick(_ADJECTIVES)} {pick(_CONTAINERS)}"
+        supporter = pick(_SUPPORTERS)
+        thing = str(task.metadata.get("object") or pick(_OBJECTS))
+        count = int(rng.integers(1, 4))
+        exits = sorted(rng.choice(np.array(TEXTWORLD_DIRECTIONS), size=count, replace=False).tolist())
+        exit_text = " ".join(f"There is an exit to the {d}." for d in exits)
+        description = (
+            f"-= {room.title()} =-\nYou are in a {room}. A normal kind of place.\n"
+            f"You see a closed {container}. On the {supporter}, you see a {thing}.\n{exit_text}"
+        )
+        actions = [f"go {d}" for d in exits] + [
+            f"open {container}",
+            f"take {thing}",
+            f"take {thing} from {supporter}",
+            f"examine {container}",
+            f"examine {supporter}",
+            f"examine {thing}",
+            "inventory",
+            "look",
+        ]
+        return InitialState(render_textworld_start(description, task.instruction), sorted(actions))
+
+    def seed_tasks(self) -> list[Task]:
+        """Ten quests in TextWorld's style, written for this package."""
+        return [
+            Task(task_id=f"textworld-seed-{i}", domain=self.name, instruction=text, metadata=meta)
+            for i, (text, meta) in enumerate(_SEED_QUESTS)
+        ]
+
+
+_SEED_QUESTS: tuple[tuple[str, dict[str, str]], ...] = (
+    ("take the apple from the table and eat it.", {"object": "apple"}),
+    ("go east, open the chest and take the key from it.", {"object": "key"}),
+    ("put the book on the shelf in the study.", {"object": "book", "room": "study"}),
+    ("find the coin and insert it into the box.", {"object": "coin"}),
+    ("unlock the safe with the rusty key, then take the map from the safe.", {"object": "map"}),
+    ("take the carrot, go north and put it on the counter.", {"object": "carrot", "room": "pantry"}),
+    ("go west, then south, and drop the mug in the kitchen.", {"object": "mug", "room": "kitchen"}),
+    ("examine the lamp on the desk, then take it.", {"object": "lamp", "room": "bedroom"}),
+    ("open the locker, take the shoe out of it and put it on the stand.", {"object": "shoe", "room": "garage"}),
+    ("take the knife from the workbench and insert it into the crate.", {"object": "knife", "room": "garage"}),
+)

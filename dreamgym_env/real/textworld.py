@@ -1,0 +1,232 @@
+"""TextWorld (real): games generated locally by TextWorld, behind ``DreamGym/TextWorld-v0``'s interface.
+
+TextWorld needs no download: :func:`make_games` generates games (what ``tw-make`` does) and
+:class:`TextWorldRealEnv` plays them. :class:`TextGameEnv` is the part shared with ALFWorld, whose
+games run on the same engine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dreamgym_env.domains import Domain
+from dreamgym_env.domains.textworld import TextWorldDomain, render_textworld_start
+from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
+from dreamgym_env.real.base import RealReset, RealStep, RealTextEnv
+from dreamgym_env.real.mapping import clean_game_text
+from dreamgym_env.types import Task
+
+__all__ = ["TextGameEnv", "TextWorldRealEnv", "import_textworld", "make_games", "tasks_from_games"]
+
+PathLike = str | os.PathLike[str]
+
+# The status line of compiled games ("> ... -= Kitchen =-7/9") and the end-of-game prompt.
+_STATUS = re.compile(r"^>.*?(?:-= .+ =-\s*\d+/\d+)?\s*$", re.MULTILINE)
+_RESTART = re.compile(r"^Would you like to RESTART.*$", re.MULTILINE)
+
+
+def import_textworld() -> Any:
+    """Import textworld, or say which extra installs it."""
+    try:
+        import textworld
+    except ImportError as e:
+        raise DependencyNotInstalled("textworld", "real", "The real TextWorld and ALFWorld envs") from e
+    return textworld
+
+
+def clean_feedback(text: str) -> str:
+    """A TextWorld step's feedback without the status line and the restart prompt."""
+    return clean_game_text(_RESTART.sub("", _STATUS.sub("", text)))
+
+
+class TextGameEnv(RealTextEnv):
+    """A real episode of one game file played with TextWorld's engine.
+
+    Reset draws a game from ``game_files`` with ``self.np_random`` (or plays ``options["game_file"]``
+    / ``options["game_index"]``). The reward is DreamGym's binary outcome (1.0 on the winning step, else
+    0.0); the game's own score is in ``info["score"]``, and the engine's walkthrough for the current
+    state in ``info["expert_plan"]``.
+
+    Args:
+        game_files: Game files to play.
+        domain: Name of the simulated domain mirrored.
+        **kwargs: :class:`RealTextEnv` arguments.
+    """
+
+    def __init__(self, game_files: Sequence[PathLike], *, domain: str | Domain, **kwargs: Any) -> None:
+        super().__init__(domain, **kwargs)
+        self.game_files = [str(Path(f)) for f in game_files]
+        if not self.game_files:
+            raise DreamGymError(f"No game files given for {self.domain.env_id}'s real counterpart; pass game_files=[...].")
+        missing = [f for f in self.game_files if not os.path.isfile(f)]
+        if missing:
+            raise DreamGymError(f"Game files not found: {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+        self._engine: Any = None
+        self._game = ""
+        self._game_state: Any = None
+
+    # -------------------------------------------------------------- engine-specific parts
+    def _request_infos(self, textworld: Any) -> Any:
+        return textworld.EnvInfos(
+            won=True, lost=True, admissible_commands=True, policy_commands=True, description=True, objective=True,
+            score=True, max_score=True,
+        )
+
+    def _wrappers(self) -> list[Callable[..., Any]]:
+        return []
+
+    def _first_state(self, game_state: Mapping[str, Any]) -> str:
+        return render_textworld_start(str(game_state["description"]), str(game_state["objective"] or ""))
+
+    def _make_task(self, game: str, game_state: Mapping[str, Any], state: str) -> Task:
+        objective = " ".join(str(game_state["objective"] or "").split())
+        return Task(
+            task_id=f"{self.domain.name}-{Path(game).stem}",
+            domain=self.domain.name,
+            instruction=objective,
+            metadata={"game_file": game},
+            source=f"{self.domain.name}:real",
+        )
+
+    def _expert_plan(self, game_state: Mapping[str, Any]) -> list[str]:
+        return list(game_state.get("policy_commands") or [])
+
+    # -------------------------------------------------------------- RealTextEnv hooks
+    def _real_reset(self, options: dict[str, Any]) -> RealReset:
+        textworld = import_textworld()
+        if options.get("game_file"):
+            game = str(options["game_file"])
+        elif options.get("game_index") is not None:
+            game = self.game_files[int(options["game_index"])]
+        else:
+            game = self.game_files[int(self.np_random.integers(len(self.game_files)))]
+        if self._engine is None or game != self._game:
+            self._real_close()
+            self._engine = textworld.start(game, self._request_infos(textworld), wrappers=self._wrappers())
+            self._game = game
+        game_state = self._engine.reset()
+        state = self._first_state(game_state)
+        return RealReset(
+            task=self._make_task(game, game_state, state),
+            state=state,
+            admissible_actions=list(game_state["admissible_commands"] or []),
+            extra={"expert_plan": self._expert_plan(game_state), "score": 0.0, "game_file": game},
+        )
+
+    def _real_step(self, action: str) -> RealStep:
+        game_state, score, done = self._engine.step(action)
+        won = bool(game_state["won"])
+        return RealStep(
+            state=clean_feedback(str(game_state.feedback)),
+            reward=1.0 if won else 0.0,
+            done=bool(done),
+            success=won,
+            admissible_actions=list(game_state["admissible_commands"] or []),
+            extra={"expert_plan": self._expert_plan(game_state), "score": float(score or 0.0), "won": won,
+                   "lost": bool(game_state.get("lost") or False)},
+        )
+
+    def _real_close(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_engine"] = None  # the game process is reopened on the next reset
+        return state
+
+
+class TextWorldRealEnv(TextGameEnv):
+    """Real TextWorld games, observed in the abstract format of ``DreamGym/TextWorld-v0``.
+
+    ## Description
+    Plays TextWorld game files (``.z8``/``.ulx`` from ``tw-make`` or :func:`make_games`). The first
+    observation is the room as ``look`` prints it followed by ``Your task is to: <quest>``; later ones
+    are the game's feedback without the ASCII banner and status line.
+
+    ## Action Space / Observation Space
+    ``FreeText``: TextWorld commands (``go east``, ``take key from chest``...), as in the simulated env.
+
+    ## Rewards
+    1.0 on the step that wins the game, else 0.0 (``info["score"]`` keeps the game's own score).
+
+    ## Episode End
+    Terminated when the game is won or lost; truncated after 50 steps.
+
+    ## Information
+    The simulated env's keys (``simulated`` False, ``source`` "real"), plus ``expert_plan`` (the
+    walkthrough from the current state), ``score``, ``won``, ``lost`` and ``game_file``.
+
+    ## Arguments
+    ``game_files``: the games; reset draws one with the env's RNG, or plays ``options["game_file"]``
+    or ``options["game_index"]``.
+    """
+
+    def __init__(self, game_files: Sequence[PathLike], **kwargs: Any) -> None:
+        super().__init__(game_files, domain=TextWorldDomain(), **kwargs)
+
+
+def make_games(
+    output_dir: PathLike,
+    n: int = 1,
+    *,
+    seed: int = 0,
+    challenge: str = "tw-simple",
+    settings: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """Generate ``n`` TextWorld games into ``output_dir`` (what ``tw-make <challenge>`` does).
+
+    Args:
+        output_dir: Folder for the game files (created if missing).
+        n: Number of games; game ``i`` uses seed ``seed + i``.
+        seed: First seed.
+        challenge: A TextWorld challenge: ``tw-simple``, ``tw-cooking``, ``tw-coin_collector``,
+            ``tw-treasure_hunter``.
+        settings: The challenge's settings; default for ``tw-simple`` sparse rewards and a detailed goal.
+
+    Returns:
+        Paths of the ``.z8`` game files.
+    """
+    textworld = import_textworld()
+    import textworld.challenges
+
+    if challenge not in textworld.challenges.CHALLENGES:
+        raise DreamGymError(f"Unknown TextWorld challenge {challenge!r}; available: {sorted(textworld.challenges.CHALLENGES)}")
+    make_game = textworld.challenges.CHALLENGES[challenge][1]
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    chosen = {"rewards": "sparse", "goal": "detailed", "test": False, **dict(settings or {})}
+    paths = []
+    for i in range(n):
+        options = textworld.GameOptions()
+        options.seeds = seed + i
+        options.path = str(out / f"{challenge}-{seed + i}.z8")
+        options.file_ext = ".z8"
+        options.force_recompile = True
+        game = make_game(settings=chosen, options=options)
+        paths.append(str(textworld.generator.compile_game(game, options)))
+    return paths
+
+
+def tasks_from_games(game_files: Sequence[PathLike]) -> list[Task]:
+    """Tasks for ``DreamGym/TextWorld-v0`` whose first state is the real game's.
+
+    Each game is reset once; the task carries the real first state (``initial_observation``) and its
+    commands (``initial_admissible``), so a simulated and a real episode of the same game start alike.
+    """
+    env = TextWorldRealEnv(game_files)
+    try:
+        tasks = []
+        for game in env.game_files:
+            obs, info = env.reset(options={"game_file": game})
+            assert env.task is not None
+            meta = {**env.task.metadata, "initial_observation": obs, "initial_admissible": info["admissible_actions"]}
+            tasks.append(env.task.model_copy(update={"metadata": meta}))
+        return tasks
+    finally:
+        env.close()
