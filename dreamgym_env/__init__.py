@@ -6,9 +6,11 @@ Importing the package registers ``DreamGym/WebShop-v0``, ``DreamGym/ALFWorld-v0`
 
 from dreamgym_env.config import BackendConfig, EnvConfig
 from dreamgym_env.domains import Domain, InitialState, available_domains, get_domain
+from dreamgym_env.domains.spec import DomainSpec, load_spec, register_domain
 from dreamgym_env.env import DreamGymEnv
 from dreamgym_env.errors import DreamGymError
 from dreamgym_env.experience.backends import Backend, Completion, CompletionRequest, TransitionQuery
+from dreamgym_env.experience.backends.recording import RecordingBackend, record, replay
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
 from dreamgym_env.experience.schema import ExperienceOutput
 from dreamgym_env.registration import BUILTIN_IDS, register_envs
@@ -27,6 +29,7 @@ __all__ = [
     "Completion",
     "CompletionRequest",
     "Domain",
+    "DomainSpec",
     "DreamGymEnv",
     "DreamGymError",
     "DreamGymVectorEnv",
@@ -34,6 +37,7 @@ __all__ = [
     "ExperienceOutput",
     "FreeText",
     "InitialState",
+    "RecordingBackend",
     "Retriever",
     "ScriptedBackend",
     "Step",
@@ -44,7 +48,11 @@ __all__ = [
     "TransitionQuery",
     "available_domains",
     "get_domain",
+    "load_spec",
+    "record",
+    "register_domain",
     "register_envs",
+    "replay",
 ]
 
 register_envs()

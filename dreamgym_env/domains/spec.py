@@ -477,15 +477,26 @@ def load_spec(source: PathLike | dict[str, Any] | DomainSpec) -> DomainSpec:
 
 
 # ---------------------------------------------------------------------------------------------- trajectories
+def _existing_trajectories(spec: DomainSpec) -> Path | None:
+    path = spec.trajectories_path()
+    if path is not None and not path.exists():
+        raise DomainError(
+            f"trajectories: {str(path)!r} does not exist -> a file or folder of trajectories "
+            "(a relative path is read from the spec file's folder)"
+        )
+    return path
+
+
 def load_trajectories(spec: DomainSpec) -> list[Transition]:
     """Read the spec's offline trajectories with the replay buffer's loaders.
 
     Every transition is given the spec's domain name, so retrieval finds it.
 
     Raises:
+        DomainError: the path does not exist.
         DataFormatError: a malformed record (names the file and line).
     """
-    path = spec.trajectories_path()
+    path = _existing_trajectories(spec)
     if path is None:
         return []
     from dreamgym_env.buffer.loaders import LoadIssue, iter_records
@@ -587,11 +598,7 @@ def register_domain(
     from dreamgym_env.domains import register_domain_factory
 
     loaded = load_spec(spec)
-    trajectories = loaded.trajectories_path()
-    if trajectories is not None and not trajectories.is_file():
-        raise DomainError(
-            f"trajectories: {str(trajectories)!r} -> an existing JSON Lines file of transitions"
-        )
+    trajectories = _existing_trajectories(loaded)
     domain = SpecDomain(loaded)
     register_domain_factory(loaded.name, lambda: domain)
     env_id = loaded.resolved_env_id

@@ -1,0 +1,315 @@
+import json
+import pickle
+import re
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import dreamgym_env
+from dreamgym_env import ScriptedBackend
+from dreamgym_env.domains import available_domains, get_domain
+from dreamgym_env.domains.spec import (
+    DomainSpec,
+    SpecDomain,
+    SpecTrajectoryRetriever,
+    compile_template,
+    load_spec,
+    load_trajectories,
+    register_domain,
+)
+from dreamgym_env.domains.spec_cli import add_domain_commands, starter_spec
+from dreamgym_env.errors import DataFormatError, DependencyNotInstalled, DomainError
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "custom_domain" / "support_desk.yaml"
+SMALL = dict(max_state_chars=300, max_reasoning_chars=160, max_admissible_actions=6, max_action_chars=120,
+             max_tokens=900, timeout=60.0)
+
+
+def minimal(**changes):
+    spec = {
+        "name": "mini_desk",
+        "description": "A tiny desk.",
+        "state_format": "One line: 'Ticket N: status'.",
+        "state_example": "Ticket 1: open",
+        "actions": {"templates": ["close", "reply[{text}]", "assign[{billing|tech}]"]},
+        "success": "The ticket is closed after a reply.",
+        "initial_state": "Ticket 1: open ({instruction})",
+        "tasks": ["Close ticket 1.", {"id": "t2", "instruction": "Assign ticket 1 to billing."}],
+    }
+    spec.update(changes)
+    return spec
+
+
+def problems(data):
+    with pytest.raises(DomainError) as caught:
+        load_spec(data)
+    return str(caught.value)
+
+
+# ---------------------------------------------------------------------------------------------- the example
+def test_example_spec_registers_and_passes_check_env():
+    env_id = register_domain(EXAMPLE)
+    assert env_id == "DreamGym/SupportDesk-v0"
+    spec = gym.spec(env_id)
+    assert spec.entry_point == "dreamgym_env.env:DreamGymEnv" and spec.nondeterministic is True
+    assert spec.kwargs["domain"] == "support_desk" and "support_desk" in available_domains()
+    env = gym.make(env_id, backend=ScriptedBackend())
+    check_env(env.unwrapped, skip_render_check=True)
+    obs, info = env.reset(seed=0)
+    assert obs.startswith("Ticket #") and "Last event: ticket opened" in obs
+    assert "assign[billing]" in info["admissible_actions"]
+    env.close()
+
+
+def test_example_trajectories_are_retrieval_context():
+    env_id = register_domain(EXAMPLE)
+    backend = ScriptedBackend()
+    env = gym.make(env_id, backend=backend, top_k=3)
+    env.reset(seed=0, options={"task": "duplicate-charge"})
+    env.step("view_account")
+    prompt = backend.requests[-1].messages[1]["content"]
+    assert "# Similar real transitions" in prompt
+    demos = re.findall(r"## Example \d \(task: (.*)\)", prompt)
+    assert len(demos) == 3
+    offline_tasks = {t.task for t in load_trajectories(load_spec(EXAMPLE))}
+    assert set(demos) <= offline_tasks
+    # The nearest real transition of a first view_account is a view_account from a fresh ticket.
+    assert "Action: view_account" in prompt.split("## Example 1")[1].split("## Example 2")[0]
+
+
+def test_example_loads_ten_trajectories_with_the_spec_domain():
+    transitions = load_trajectories(load_spec(EXAMPLE))
+    assert len({t.episode_id for t in transitions}) == 10
+    assert {t.domain for t in transitions} == {"support_desk"} and {t.source for t in transitions} == {"offline"}
+    domain = SpecDomain(load_spec(EXAMPLE))
+    assert all(domain.validate_action(t.action) is None for t in transitions)
+
+
+def test_make_vec_and_pickling():
+    env_id = register_domain(EXAMPLE)
+    envs = gym.make_vec(env_id, num_envs=2, backend=ScriptedBackend())
+    obs, infos = envs.reset(seed=1)
+    assert len(obs) == 2 and all(o.startswith("Ticket #") for o in obs)
+    envs.step(["view_account", "close[spam]"])
+    envs.close()
+    env = gym.make(env_id, backend=ScriptedBackend())
+    env.reset(seed=0)
+    env.step("view_account")
+    clone = pickle.loads(pickle.dumps(env.unwrapped))
+    assert isinstance(clone.retriever, SpecTrajectoryRetriever) and clone.retriever.retrieve("x", "y", 1)
+
+
+def test_user_retriever_replaces_the_spec_default():
+    env_id = register_domain(EXAMPLE)
+    env = gym.make(env_id, backend=ScriptedBackend(), retriever=None)
+    assert env.unwrapped.retriever is None
+    no_default = register_domain(EXAMPLE, retrieval="none")
+    assert "retriever" not in gym.spec(no_default).kwargs
+
+
+# ---------------------------------------------------------------------------------------------- spec semantics
+def test_minimal_spec_defaults_and_domain_attributes():
+    spec = load_spec(minimal())
+    assert spec.resolved_env_id == "DreamGym/MiniDesk-v0" and spec.max_steps == 20
+    domain = SpecDomain(spec)
+    tasks = domain.seed_tasks()
+    assert [t.task_id for t in tasks] == ["mini_desk-0", "t2"]
+    first = domain.initial_state(tasks[0], None)
+    assert first.state == "Ticket 1: open (Close ticket 1.)"
+    for text in ("A tiny desk.", "Ticket 1: open", "reply[{text}]", "closed after a reply"):
+        assert text in domain.instructions
+    assert domain.validate_action("reply[on it]") is None
+    assert domain.validate_action("assign[billing]") is None
+    assert "grammar" in domain.validate_action("assign[hr]")
+
+
+def test_per_task_initial_state_and_actions():
+    spec = load_spec(minimal(initial_state=None, tasks=[
+        {"instruction": "a", "initial_state": "Ticket 9: open", "admissible_actions": ["close"]},
+    ]))
+    domain = SpecDomain(spec)
+    first = domain.initial_state(domain.seed_tasks()[0], None)
+    assert (first.state, first.admissible_actions) == ("Ticket 9: open", ["close"])
+
+
+@pytest.mark.parametrize(
+    ("template", "good", "bad"),
+    [
+        ("close", ["close"], ["close it", "Close"]),
+        ("reply[{text}]", ["reply[hi there]"], ["reply[]", "reply[a\nb]"]),
+        ("assign[{billing|tech}]", ["assign[billing]", "assign[tech]"], ["assign[sales]"]),
+        ("set {{x}} to {value}", ["set {x} to 3"], ["set x to 3"]),
+        ("a.b*c", ["a.b*c"], ["aXbbc"]),
+    ],
+)
+def test_templates_compile_to_full_match_patterns(template, good, bad):
+    pattern = re.compile(compile_template(template), re.DOTALL)
+    assert all(pattern.fullmatch(g) for g in good)
+    assert not any(pattern.fullmatch(b) for b in bad)
+
+
+def test_reregistering_replaces_the_domain():
+    first = register_domain(minimal(name="swap_desk", max_steps=3))
+    assert get_domain("swap_desk").max_steps == 3
+    second = register_domain(minimal(name="swap_desk", max_steps=5))
+    assert first == second and get_domain("swap_desk").max_steps == 5
+    assert gym.make(second, backend=ScriptedBackend()).unwrapped.max_steps == 5
+
+
+def test_json_spec_without_yaml(tmp_path, monkeypatch):
+    path = tmp_path / "desk.json"
+    path.write_text(json.dumps(minimal(name="json_desk")))
+    monkeypatch.setitem(sys.modules, "yaml", None)  # JSON must not need PyYAML
+    assert load_spec(path).name == "json_desk"
+    yaml_path = tmp_path / "desk.yaml"
+    yaml_path.write_text("name: x\n")
+    with pytest.raises(DependencyNotInstalled, match=r"dreamgym-env\[yaml\]"):
+        load_spec(yaml_path)
+
+
+# ---------------------------------------------------------------------------------------------- mistakes
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        # 1. a required field is missing
+        ({"success": None}, r"success: missing -> required"),
+        # 2. a value of the wrong type
+        ({"max_steps": "twenty"}, r"max_steps: 'twenty' -> Input should be a valid integer"),
+        # 3. a misspelt field name gets a suggestion and the accepted names
+        ({"descripton": "x"}, r"descripton: 'x' -> unknown field; did you mean 'description'\? accepted fields: "),
+        # 4. a regular expression that does not compile
+        ({"actions": {"regex": ["reply\\[("]}}, r"actions.regex: \[.*\] -> .*does not compile"),
+        # 5. an action template with an unbalanced brace
+        ({"actions": {"templates": ["reply[{text]"]}}, r"actions.templates: .* -> template 'reply\[\{text\]'"),
+        # 6. a name that is not an identifier
+        ({"name": "Support Desk"}, r"name: 'Support Desk' -> must be a lowercase identifier"),
+        # 7. a built-in name
+        ({"name": "webshop"}, r"name: 'webshop' -> 'webshop' is a built-in domain"),
+        # 8. duplicate task ids
+        ({"tasks": [{"id": "a", "instruction": "x"}, {"id": "a", "instruction": "y"}]},
+         r"tasks.1.id: 'a' -> a unique task id \('a' is already tasks.0.id\)"),
+        # 9. no first state anywhere
+        ({"initial_state": None}, r"initial_state: missing, and tasks.0, tasks.1 give no initial_state"),
+        # 10. no tasks
+        ({"tasks": []}, r"tasks: \[\] -> List should have at least 1 item"),
+        # 11. a misspelt field inside a task
+        ({"tasks": [{"instructions": "x"}]}, r"tasks.0.instructions: 'x' -> unknown field; did you mean 'instruction'"),
+        # 12. a listed first action outside the grammar
+        ({"initial_actions": ["fly"]}, r"initial_actions.0: 'fly' -> an action in the grammar"),
+        # 13. an unknown trajectory format
+        ({"trajectory_format": "csv"}, r"trajectory_format: 'csv' -> one of \['auto', .*'jsonl'"),
+        # 14. an empty grammar
+        ({"actions": {}}, r"actions: \{\} -> give at least one of 'templates' or 'regex'"),
+        # 15. an env id without a version
+        ({"env_id": "Mine/Desk"}, r"env_id: 'Mine/Desk' -> must look like 'Namespace/Name-v0'"),
+    ],
+)
+def test_malformed_specs_get_field_level_messages(data, expected):
+    spec = minimal()
+    for key, value in data.items():
+        if value is None:
+            spec.pop(key)
+        else:
+            spec[key] = value
+    message = problems(spec)
+    assert re.search(expected, message), message
+
+
+def test_several_problems_are_all_listed():
+    spec = minimal(max_steps=0, name="Bad Name")
+    spec.pop("description")
+    message = problems(spec)
+    assert message.startswith("3 problems in the domain spec:")
+    assert [line.split(":")[0].strip() for line in message.splitlines()[1:]] == ["name", "description", "max_steps"]
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: desk\ndescription: [unclosed\nsuccess: x\n")
+    with pytest.raises(DomainError, match=r"bad.yaml:\d+:\d+: not valid YAML"):
+        load_spec(path)
+    with pytest.raises(DomainError, match="spec file not found"):
+        load_spec(tmp_path / "missing.yaml")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(DomainError, match="a spec is a mapping of fields"):
+        load_spec(tmp_path / "list.json")
+
+
+def test_bad_trajectories(tmp_path):
+    spec_path = tmp_path / "desk.json"
+    spec_path.write_text(json.dumps(minimal(name="traj_desk", trajectories="missing.jsonl")))
+    with pytest.raises(DomainError, match=r"trajectories: .*missing.jsonl' does not exist"):
+        register_domain(spec_path)
+    good = {"task_id": "t", "task": "x", "episode_id": "e1", "step": 0, "state": "s", "action": "close",
+            "next_state": "s2"}
+    (tmp_path / "bad.jsonl").write_text(json.dumps(good) + "\n" + json.dumps({**good, "episode_id": "e2",
+                                                                              "step": "zero"}) + "\n")
+    spec_path.write_text(json.dumps(minimal(name="traj_desk", trajectories="bad.jsonl", trajectory_format="jsonl")))
+    with pytest.raises(DataFormatError, match=r"bad.jsonl:2: step"):
+        load_trajectories(load_spec(spec_path))
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def run_cli(*argv):
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="dreamgym")
+    add_domain_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(list(argv))
+    return args.func(args)
+
+
+def test_cli_init_writes_a_spec_that_checks(tmp_path, capsys):
+    path = tmp_path / "file_manager.yaml"
+    assert run_cli("domain", "init", "file_manager", "-o", str(path)) == 0
+    text = path.read_text()
+    assert text.count("#") > 20  # a commented starter
+    assert run_cli("domain", "check", str(path)) == 0
+    assert "OK" in capsys.readouterr().out
+    assert run_cli("domain", "init", "file_manager", "-o", str(path)) == 1  # no silent overwrite
+    assert "--force" in capsys.readouterr().err
+    assert run_cli("domain", "init", "File Manager", "-o", str(tmp_path / "x.yaml")) == 1
+    assert "name: 'File Manager' -> must be a lowercase identifier" in capsys.readouterr().err
+    assert load_spec(path) == load_spec(path)  # stable
+
+
+def test_cli_check_explains_errors(tmp_path, capsys):
+    path = tmp_path / "broken.yaml"
+    path.write_text(starter_spec("broken", str(path)).replace("max_steps: 20", "max_steps: many"))
+    assert run_cli("domain", "check", str(path)) == 1
+    err = capsys.readouterr().err
+    assert "broken.yaml: 1 problem in the domain spec:" in err and "max_steps: 'many' ->" in err
+    assert run_cli("domain", "check", str(EXAMPLE), "--json") == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["episodes"] == 10 and summary["env_id"] == "DreamGym/SupportDesk-v0"
+
+
+def test_cli_list(capsys):
+    assert run_cli("domain", "list", str(EXAMPLE)) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"support_desk\s+DreamGym/SupportDesk-v0", out)
+    assert re.search(r"webshop\s+DreamGym/WebShop-v0", out)
+
+
+def test_domain_spec_is_plain_data():
+    spec = load_spec(EXAMPLE)
+    assert DomainSpec.model_validate(spec.model_dump()).name == spec.name
+    assert "base_dir" not in spec.model_dump()
+    assert pickle.loads(pickle.dumps(SpecDomain(spec))).action_patterns == SpecDomain(spec).action_patterns
+
+
+# ---------------------------------------------------------------------------------------------- live server
+@pytest.mark.integration
+def test_spec_domain_against_vllm_server(vllm_server):
+    env_id = dreamgym_env.register_domain(EXAMPLE)
+    env = gym.make(env_id, base_url=vllm_server.base_url, model=vllm_server.model, max_steps=2,
+                   parse_retries=3, top_k=2, **SMALL)
+    check_env(env.unwrapped, skip_render_check=True)
+    obs, info = env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step("view_account")
+    assert isinstance(obs, str) and obs and reward in (0.0, 1.0)
+    assert info["usage"]["prompt_tokens"] > 0
+    env.close()
