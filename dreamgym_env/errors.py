@@ -18,6 +18,7 @@ __all__ = [
     "PromptTooLongError",
     "ReplayMissError",
     "ResponseFormatError",
+    "ServerStartError",
     "ServerUnreachableError",
     "StoreError",
 ]
@@ -80,6 +81,19 @@ class ResponseFormatError(BackendError):
 
 class ReplayMissError(BackendError):
     """A replaying backend was asked for a request it never recorded."""
+
+
+class ServerStartError(DreamGymError, RuntimeError):
+    """A model server the package launched (e.g. vLLM for the smoke model) did not come up.
+
+    Carries the server log's path and its last lines, which say why (bad flag, out of memory, ...).
+    """
+
+    def __init__(self, message: str, log_path: str | None = None, log_tail: str = "") -> None:
+        detail = f"\n--- server log {log_path} (last lines) ---\n{log_tail}" if log_tail else ""
+        super().__init__(f"{message}{detail}")
+        self.log_path = log_path
+        self.log_tail = log_tail
 
 
 class StoreError(DreamGymError, RuntimeError):

