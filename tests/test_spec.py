@@ -24,8 +24,14 @@ from dreamgym_env.domains.spec_cli import add_domain_commands, starter_spec
 from dreamgym_env.errors import DataFormatError, DependencyNotInstalled, DomainError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "custom_domain" / "support_desk.yaml"
-SMALL = dict(max_state_chars=300, max_reasoning_chars=160, max_admissible_actions=6, max_action_chars=120,
-             max_tokens=900, timeout=60.0)
+SMALL = dict(
+    max_state_chars=300,
+    max_reasoning_chars=160,
+    max_admissible_actions=6,
+    max_action_chars=120,
+    max_tokens=900,
+    timeout=60.0,
+)
 
 
 def minimal(**changes):
@@ -83,7 +89,9 @@ def test_example_trajectories_are_retrieval_context():
 def test_example_loads_ten_trajectories_with_the_spec_domain():
     transitions = load_trajectories(load_spec(EXAMPLE))
     assert len({t.episode_id for t in transitions}) == 10
-    assert {t.domain for t in transitions} == {"support_desk"} and {t.source for t in transitions} == {"offline"}
+    assert {t.domain for t in transitions} == {"support_desk"} and {t.source for t in transitions} == {
+        "offline"
+    }
     domain = SpecDomain(load_spec(EXAMPLE))
     assert all(domain.validate_action(t.action) is None for t in transitions)
 
@@ -110,7 +118,7 @@ def test_user_retriever_replaces_the_spec_default():
     assert "retriever" not in gym.spec(no_default).kwargs
 
 
-# ---------------------------------------------------------------------------------------------- spec semantics
+# ------------------------------------------------------------------------------------------- spec semantics
 def test_minimal_spec_defaults_and_domain_attributes():
     spec = load_spec(minimal())
     assert spec.resolved_env_id == "DreamGym/MiniDesk-v0" and spec.max_steps == 20
@@ -127,9 +135,14 @@ def test_minimal_spec_defaults_and_domain_attributes():
 
 
 def test_per_task_initial_state_and_actions():
-    spec = load_spec(minimal(initial_state=None, tasks=[
-        {"instruction": "a", "initial_state": "Ticket 9: open", "admissible_actions": ["close"]},
-    ]))
+    spec = load_spec(
+        minimal(
+            initial_state=None,
+            tasks=[
+                {"instruction": "a", "initial_state": "Ticket 9: open", "admissible_actions": ["close"]},
+            ],
+        )
+    )
     domain = SpecDomain(spec)
     first = domain.initial_state(domain.seed_tasks()[0], None)
     assert (first.state, first.admissible_actions) == ("Ticket 9: open", ["close"])
@@ -179,24 +192,35 @@ def test_json_spec_without_yaml(tmp_path, monkeypatch):
         # 2. a value of the wrong type
         ({"max_steps": "twenty"}, r"max_steps: 'twenty' -> Input should be a valid integer"),
         # 3. a misspelt field name gets a suggestion and the accepted names
-        ({"descripton": "x"}, r"descripton: 'x' -> unknown field; did you mean 'description'\? accepted fields: "),
+        (
+            {"descripton": "x"},
+            r"descripton: 'x' -> unknown field; did you mean 'description'\? accepted fields: ",
+        ),
         # 4. a regular expression that does not compile
         ({"actions": {"regex": ["reply\\[("]}}, r"actions.regex: \[.*\] -> .*does not compile"),
         # 5. an action template with an unbalanced brace
-        ({"actions": {"templates": ["reply[{text]"]}}, r"actions.templates: .* -> template 'reply\[\{text\]'"),
+        (
+            {"actions": {"templates": ["reply[{text]"]}},
+            r"actions.templates: .* -> template 'reply\[\{text\]'",
+        ),
         # 6. a name that is not an identifier
         ({"name": "Support Desk"}, r"name: 'Support Desk' -> must be a lowercase identifier"),
         # 7. a built-in name
         ({"name": "webshop"}, r"name: 'webshop' -> 'webshop' is a built-in domain"),
         # 8. duplicate task ids
-        ({"tasks": [{"id": "a", "instruction": "x"}, {"id": "a", "instruction": "y"}]},
-         r"tasks.1.id: 'a' -> a unique task id \('a' is already tasks.0.id\)"),
+        (
+            {"tasks": [{"id": "a", "instruction": "x"}, {"id": "a", "instruction": "y"}]},
+            r"tasks.1.id: 'a' -> a unique task id \('a' is already tasks.0.id\)",
+        ),
         # 9. no first state anywhere
         ({"initial_state": None}, r"initial_state: missing, and tasks.0, tasks.1 give no initial_state"),
         # 10. no tasks
         ({"tasks": []}, r"tasks: \[\] -> List should have at least 1 item"),
         # 11. a misspelt field inside a task
-        ({"tasks": [{"instructions": "x"}]}, r"tasks.0.instructions: 'x' -> unknown field; did you mean 'instruction'"),
+        (
+            {"tasks": [{"instructions": "x"}]},
+            r"tasks.0.instructions: 'x' -> unknown field; did you mean 'instruction'",
+        ),
         # 12. a listed first action outside the grammar
         ({"initial_actions": ["fly"]}, r"initial_actions.0: 'fly' -> an action in the grammar"),
         # 13. an unknown trajectory format
@@ -223,7 +247,11 @@ def test_several_problems_are_all_listed():
     spec.pop("description")
     message = problems(spec)
     assert message.startswith("3 problems in the domain spec:")
-    assert [line.split(":")[0].strip() for line in message.splitlines()[1:]] == ["name", "description", "max_steps"]
+    assert [line.split(":")[0].strip() for line in message.splitlines()[1:]] == [
+        "name",
+        "description",
+        "max_steps",
+    ]
 
 
 def test_yaml_syntax_error_names_the_line(tmp_path):
@@ -243,11 +271,21 @@ def test_bad_trajectories(tmp_path):
     spec_path.write_text(json.dumps(minimal(name="traj_desk", trajectories="missing.jsonl")))
     with pytest.raises(DomainError, match=r"trajectories: .*missing.jsonl' does not exist"):
         register_domain(spec_path)
-    good = {"task_id": "t", "task": "x", "episode_id": "e1", "step": 0, "state": "s", "action": "close",
-            "next_state": "s2"}
-    (tmp_path / "bad.jsonl").write_text(json.dumps(good) + "\n" + json.dumps({**good, "episode_id": "e2",
-                                                                              "step": "zero"}) + "\n")
-    spec_path.write_text(json.dumps(minimal(name="traj_desk", trajectories="bad.jsonl", trajectory_format="jsonl")))
+    good = {
+        "task_id": "t",
+        "task": "x",
+        "episode_id": "e1",
+        "step": 0,
+        "state": "s",
+        "action": "close",
+        "next_state": "s2",
+    }
+    (tmp_path / "bad.jsonl").write_text(
+        json.dumps(good) + "\n" + json.dumps({**good, "episode_id": "e2", "step": "zero"}) + "\n"
+    )
+    spec_path.write_text(
+        json.dumps(minimal(name="traj_desk", trajectories="bad.jsonl", trajectory_format="jsonl"))
+    )
     with pytest.raises(DataFormatError, match=r"bad.jsonl:2: step"):
         load_trajectories(load_spec(spec_path))
 
@@ -305,8 +343,15 @@ def test_domain_spec_is_plain_data():
 @pytest.mark.integration
 def test_spec_domain_against_vllm_server(vllm_server):
     env_id = dreamgym_env.register_domain(EXAMPLE)
-    env = gym.make(env_id, base_url=vllm_server.base_url, model=vllm_server.model, max_steps=2,
-                   parse_retries=3, top_k=2, **SMALL)
+    env = gym.make(
+        env_id,
+        base_url=vllm_server.base_url,
+        model=vllm_server.model,
+        max_steps=2,
+        parse_retries=3,
+        top_k=2,
+        **SMALL,
+    )
     check_env(env.unwrapped, skip_render_check=True)
     obs, info = env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step("view_account")

@@ -1,0 +1,276 @@
+import asyncio
+import pickle
+import sqlite3
+
+import gymnasium as gym
+import pytest
+
+import dreamgym_env
+from dreamgym_env import BackendConfig, CompletionRequest, DreamGymEnv, ExperienceOutput, ScriptedBackend
+from dreamgym_env.errors import ConfigError, ReplayMissError
+from dreamgym_env.experience.backends.openai_http import OpenAIBackend
+from dreamgym_env.experience.backends.recording import (
+    RecordingBackend,
+    read_recording,
+    record,
+    replay,
+    request_key,
+    sampling_settings,
+)
+from tests._toy import ToyDomain
+
+# Wall-clock measurements of this run: the only info field a replay does not reproduce.
+TIMING_FIELDS = ("timing",)
+ACTIONS = ["go[2]", "go[3]", "go[1]", "stop"]
+
+
+def strip_timing(info):
+    return {k: v for k, v in info.items() if k not in TIMING_FIELDS}
+
+
+def rollout(backend, seeds=(0, 1, 2), **kwargs):
+    """Observations, rewards, flags and infos of a few seeded episodes."""
+    env = DreamGymEnv(ToyDomain(), backend=backend, **kwargs)
+    trace = []
+    for seed in seeds:
+        obs, info = env.reset(seed=seed)
+        trace.append((obs, strip_timing(info)))
+        for action in ACTIONS:
+            obs, reward, terminated, truncated, info = env.step(action)
+            trace.append((obs, reward, terminated, truncated, strip_timing(info)))
+            if terminated or truncated:
+                break
+    return trace
+
+
+def echo_prompt(req):
+    return ExperienceOutput(
+        reasoning="r", next_state=f"{req.messages[-1]['content']} {req.seed}", done=False, success=False
+    )
+
+
+def echo(**kwargs):
+    """A fake model for bare requests (no transition query): it answers with the prompt and seed."""
+    return ScriptedBackend(echo_prompt, **kwargs)
+
+
+def plain(value):
+    """Vector-env infos as plain Python (numpy arrays do not compare with ==)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
+def request(text="hello", seed=1):
+    return CompletionRequest(
+        messages=[{"role": "user", "content": text}], json_schema={"type": "object"}, seed=seed
+    )
+
+
+def test_replay_reproduces_observations_rewards_and_infos_without_the_backend(tmp_path):
+    path = tmp_path / "run.sqlite"
+    live = ScriptedBackend()
+    recorded = rollout(record(live, path), seeds=range(6))
+    assert len(live.requests) == len(list(read_recording(path))) > 0
+    replayed = rollout(replay(path), seeds=range(6))  # no live backend at all
+    assert replayed == recorded
+    rewards = [step[1] for step in recorded if len(step) == 5]
+    assert 1.0 in rewards  # the comparison covers a successful episode, not only zeros
+
+
+def test_replay_through_gymnasium_make_and_make_vec(tmp_path):
+    path = tmp_path / "vec.sqlite"
+
+    def run(backend):
+        envs = gym.make_vec("DreamGym/WebShop-v0", num_envs=3, backend=backend)
+        obs, infos = envs.reset(seed=5)
+        trace = [obs]
+        for _ in range(3):
+            obs, rewards, terms, truncs, infos = envs.step(["search[red shoes]"] * 3)
+            infos = plain({k: v for k, v in infos.items() if k not in ("timing", "_timing")})
+            trace.append((obs, rewards.tolist(), terms.tolist(), truncs.tolist(), infos))
+        envs.close()
+        return trace
+
+    assert run(record(ScriptedBackend(latency_s=0.01), path)) == run(replay(path))
+
+
+def test_miss_raises_with_key_file_and_how_to_record(tmp_path):
+    path = tmp_path / "run.sqlite"
+    rollout(record(ScriptedBackend(), path), seeds=(0,))
+    with pytest.raises(ReplayMissError) as caught:
+        rollout(replay(path), seeds=(99,))
+    error = caught.value
+    message = str(error)
+    assert error.key in message and str(path) in message and len(error.key) == 64
+    assert "dreamgym_env.record(" in message and "fallthrough=True" in message
+
+
+def test_miss_explains_a_sampling_difference(tmp_path):
+    path = tmp_path / "run.sqlite"
+    cold = RecordingBackend(echo(), path, sampling={"temperature": 0.0})
+    asyncio.run(cold.acomplete(request()))
+    warm = RecordingBackend(None, path, "replay", sampling={"temperature": 1.0})
+    with pytest.raises(ReplayMissError, match=r"other settings \(sampling: recorded \{\"temperature\":0.0\}"):
+        asyncio.run(warm.acomplete(request()))
+    with pytest.raises(ReplayMissError, match=r"seed: recorded 1, now 2"):
+        asyncio.run(RecordingBackend(None, path, "replay").acomplete(request(seed=2)))
+
+
+def test_replay_or_record_falls_through_and_records(tmp_path):
+    path = tmp_path / "run.sqlite"
+    rollout(record(ScriptedBackend(), path), seeds=(0,))
+    live = ScriptedBackend()
+    both = rollout(replay(path, backend=live, fallthrough=True), seeds=(0, 7))
+    first_episode_steps = len(rollout(replay(path), seeds=(0,))) - 1
+    assert len(live.requests) == len(both) - 2 - first_episode_steps  # only seed 7 went to the live backend
+    assert rollout(replay(path), seeds=(0, 7)) == both  # and is now recorded
+
+
+def test_repeated_identical_requests_replay_in_order(tmp_path):
+    path = tmp_path / "run.sqlite"
+    answers = [
+        ExperienceOutput(reasoning="r", next_state=f"answer {i}", done=False, success=False) for i in range(3)
+    ]
+    recorder = record(ScriptedBackend(answers), path)
+    texts = [asyncio.run(recorder.acomplete(request())).text for _ in range(3)]
+    assert len(set(texts)) == 3
+    player = replay(path)
+    assert [asyncio.run(player.acomplete(request())).text for _ in range(3)] == texts
+    # More repeats than were recorded get the last recorded answer for that exact request.
+    assert asyncio.run(player.acomplete(request())).text == texts[-1]
+    assert [c.occurrence for c in read_recording(path)] == [0, 1, 2]
+
+
+def test_latency_is_measured_unless_restored(tmp_path):
+    path = tmp_path / "run.sqlite"
+    recorded = asyncio.run(record(echo(latency_s=0.2), path).acomplete(request()))
+    assert recorded.latency_s == pytest.approx(0.2)
+    fast = asyncio.run(replay(path).acomplete(request()))
+    assert fast.latency_s < 0.1 and fast.extra["recording"]["recorded_latency_s"] == pytest.approx(0.2)
+    restored = asyncio.run(RecordingBackend(None, path, "replay", restore_latency=True).acomplete(request()))
+    assert restored.latency_s == pytest.approx(0.2)
+    assert fast.text == restored.text == recorded.text
+
+
+def test_recording_is_an_audit_log(tmp_path):
+    path = tmp_path / "run.sqlite"
+
+    class Audited(ScriptedBackend):
+        async def acomplete(self, req):
+            completion = await super().acomplete(req)
+            completion.prompt_tokens, completion.completion_tokens, completion.cached_tokens = 11, 7, 3
+            completion.extra["finish_reason"] = "stop"
+            return completion
+
+    rollout(record(Audited(), path), seeds=(0,))
+    calls = list(read_recording(path))
+    first = calls[0]
+    assert first.request["messages"][0]["role"] == "system" and first.request["seed"] is not None
+    assert first.request["sampling"] == {"backend": "Audited"}
+    assert first.completion.usage() == {"prompt_tokens": 11, "completion_tokens": 7, "cached_tokens": 3}
+    assert first.completion.endpoint == "scripted" and first.completion.extra["finish_reason"] == "stop"
+    assert first.recorded_at > 0
+    # Usage is part of what replays exactly.
+    infos = [step[-1] for step in rollout(replay(path), seeds=(0,))[1:]]
+    assert all(info["usage"]["prompt_tokens"] == 11 for info in infos)
+    # The file is SQLite in WAL mode, one row per call.
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0] == len(calls)
+
+
+def test_key_covers_sampling_settings_but_not_endpoints():
+    base = BackendConfig(base_url="http://127.0.0.1:1/v1", model="m", temperature=0.7, api_key="secret")
+    same = BackendConfig(base_url="http://127.0.0.1:2/v1", model="m", temperature=0.7, timeout=3)
+    hotter = BackendConfig(base_url="http://127.0.0.1:1/v1", model="m", temperature=1.0)
+    s_base, s_same, s_hot = (sampling_settings(OpenAIBackend(c)) for c in (base, same, hotter))
+    assert "secret" not in str(s_base)
+    assert request_key(request(), s_base) == request_key(request(), s_same)
+    assert request_key(request(), s_base) != request_key(request(), s_hot)
+    assert request_key(request(), s_base) != request_key(request(seed=2), s_base)
+    assert request_key(request(), s_base) != request_key(request("other"), s_base)
+
+
+def test_replay_without_backend_needs_one_sampling_setting(tmp_path):
+    path = tmp_path / "run.sqlite"
+    asyncio.run(RecordingBackend(echo(), path, sampling={"t": 0}).acomplete(request()))
+    asyncio.run(RecordingBackend(echo(), path, sampling={"t": 1}).acomplete(request()))
+    with pytest.raises(ConfigError, match="several sampling settings"):
+        asyncio.run(replay(path).acomplete(request()))
+    assert asyncio.run(RecordingBackend(None, path, "replay", sampling={"t": 1}).acomplete(request())).text
+
+
+def test_bad_arguments(tmp_path):
+    with pytest.raises(ConfigError, match="No recording at"):
+        replay(tmp_path / "absent.sqlite")
+    with pytest.raises(ConfigError, match="needs one"):
+        RecordingBackend(None, tmp_path / "x.sqlite", "record")
+    with pytest.raises(ConfigError, match="mode must be one of"):
+        RecordingBackend(ScriptedBackend(), tmp_path / "x.sqlite", "rewind")
+
+
+def test_pickles_for_subprocess_vector_envs(tmp_path):
+    path = tmp_path / "run.sqlite"
+    backend = record(echo(), path)
+    asyncio.run(backend.acomplete(request()))
+    clone = pickle.loads(pickle.dumps(backend))
+    assert clone.mode == "record" and clone.path == backend.path
+    assert asyncio.run(replay(path).acomplete(request())).text
+    assert dreamgym_env.replay is replay and dreamgym_env.record is record
+
+
+# ---------------------------------------------------------------------------------------------- live server
+SMALL = dict(
+    max_state_chars=300,
+    max_reasoning_chars=160,
+    max_admissible_actions=6,
+    max_action_chars=40,
+    max_tokens=900,
+    timeout=60.0,
+)
+
+
+@pytest.mark.integration
+def test_recorded_server_run_replays_with_the_server_unreachable(vllm_server, tmp_path):
+    path = tmp_path / "server.sqlite"
+    live = OpenAIBackend(
+        BackendConfig(base_url=vllm_server.base_url, model=vllm_server.model, max_tokens=900, timeout=60.0)
+    )
+
+    def run(backend):
+        env = gym.make(
+            "DreamGym/WebShop-v0",
+            backend=backend,
+            max_steps=3,
+            parse_retries=3,
+            on_invalid_output="fail_state",
+            **{k: v for k, v in SMALL.items() if k not in ("max_tokens", "timeout")},
+        )
+        trace = []
+        for seed in (0, 1):
+            obs, info = env.reset(seed=seed)
+            trace.append((obs, strip_timing(info)))
+            for action in ("search[waterproof boots]", "click[back to search]", "search[red shoes]"):
+                obs, reward, terminated, truncated, info = env.step(action)
+                trace.append((obs, reward, terminated, truncated, strip_timing(info)))
+                if terminated or truncated:
+                    break
+        env.close()
+        return trace
+
+    recorded = run(record(live, path))
+    # The same model settings pointed at a port where nothing listens: any request that reached the
+    # network would fail, so equality proves every answer came from the file.
+    dead = OpenAIBackend(
+        BackendConfig(
+            base_url="http://127.0.0.1:9/v1",
+            model=vllm_server.model,
+            max_tokens=900,
+            timeout=1.0,
+            max_retries=0,
+        )
+    )
+    assert run(replay(path, backend=dead)) == recorded
+    assert run(replay(path)) == recorded
+    assert any("usage" in step[-1] and step[-1]["usage"]["prompt_tokens"] for step in recorded[1:])
