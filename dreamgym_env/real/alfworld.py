@@ -106,7 +106,8 @@ class ALFWorldRealEnv(TextGameEnv):
         return [AlfredDemangler(shuffle=False), AlfredInfos, AlfredExpert(expert_type=expert)]
 
     def _first_state(self, game_state: Mapping[str, Any]) -> str:
-        return clean_game_text(str(game_state.feedback))  # type: ignore[attr-defined]
+        text = clean_game_text(str(game_state.feedback))  # type: ignore[attr-defined]
+        return text.replace("\n\nYour task is to:", "\nYour task is to:")
 
     def _make_task(self, game: str, game_state: Mapping[str, Any], state: str) -> Task:
         match = _TASK_LINE.search(state)

@@ -1,0 +1,236 @@
+"""WebArena (real): BrowserGym browser environments behind ``DreamGym/WebArena-v0``'s interface.
+
+BrowserGym (ServiceNow) drives Chromium through Playwright and runs web tasks (WebArena's among
+them, with ``browsergym-webarena``). This wrapper keeps BrowserGym's action language (the simulated
+WebArena domain already uses it: ``click('12')``, ``fill('5', 'text')``...) and maps its
+accessibility-tree observation to the abstract ``[id] role: 'name'`` listing
+(:func:`~dreamgym_env.real.mapping.axtree_to_state`), or through any ``state_mapper`` such as an
+:class:`~dreamgym_env.real.mapping.LLMStateExtractor`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from dreamgym_env.domains.webarena import WebArenaDomain
+from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
+from dreamgym_env.real.base import RealReset, RealStep, RealTextEnv
+from dreamgym_env.real.mapping import axtree_to_state
+from dreamgym_env.types import Task
+
+__all__ = ["DEFAULT_CHROMIUM_FLAGS", "BrowserGymRealEnv", "browsergym_obs_to_state", "use_system_chromium"]
+
+DEFAULT_CHROMIUM_FLAGS: tuple[str, ...] = (
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
+"""Flags that keep a headless Chromium from calling home (added to Playwright's own)."""
+
+_FINAL = re.compile(r"\s*(send_msg_to_user|report_infeasible)\(")
+
+
+def use_system_chromium(executable: str, flags: Sequence[str] = DEFAULT_CHROMIUM_FLAGS) -> Path:
+    """Make Playwright launch a system Chromium (e.g. Debian's) with ``flags``, for every browser it starts.
+
+    BrowserGym pins a Playwright whose own browser build must be downloaded, and it launches a second
+    browser (its chat window) without an ``executable_path``. This writes a launcher script that runs
+    ``executable`` with ``flags`` into a Playwright browsers folder, in the place Playwright looks for
+    its Chromium build, and points ``PLAYWRIGHT_BROWSERS_PATH`` there (unless already set), before
+    Playwright starts.
+
+    Returns:
+        The launcher script, to pass as ``executable_path`` too.
+
+    Raises:
+        DreamGymError: ``executable`` does not exist.
+    """
+    if not os.path.exists(executable):
+        raise DreamGymError(
+            f"Chromium not found at {executable}; install it (Debian: apt-get install chromium) or pass "
+            "executable_path=None to use Playwright's own browser download."
+        )
+    import playwright
+
+    browsers = Path(playwright.__file__).parent / "driver" / "package" / "browsers.json"
+    revision = next(b["revision"] for b in json.loads(browsers.read_text())["browsers"] if b["name"] == "chromium")
+    root = Path(os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or Path(tempfile.gettempdir()) / f"dreamgym-playwright-{os.getuid()}")
+    os.environ.setdefault("PLAYWRIGHT_BROWSERS_PATH", str(root))
+    launcher = root / f"chromium-{revision}" / "chrome-linux" / "chrome"
+    script = "#!/bin/sh\nexec " + " ".join(shlex.quote(a) for a in [executable, *flags]) + ' "$@"\n'
+    if not launcher.exists() or launcher.read_text() != script:
+        launcher.parent.mkdir(parents=True, exist_ok=True)
+        launcher.write_text(script)
+        launcher.chmod(0o755)
+    return launcher
+
+
+def browsergym_obs_to_state(obs: dict[str, Any], *, visible_only: bool = False) -> str:
+    """The rule-based mapping of a BrowserGym observation to the abstract page listing."""
+    return axtree_to_state(
+        obs.get("axtree_object") or {},
+        url=str(obs.get("url", "")),
+        titles=list(obs.get("open_pages_titles") or ()),
+        active_index=int(obs.get("active_page_index", 0) or 0),
+        extra_properties=obs.get("extra_element_properties"),
+        visible_only=visible_only,
+    )
+
+
+class BrowserGymRealEnv(RealTextEnv):
+    """A real browser task (BrowserGym), observed like ``DreamGym/WebArena-v0``.
+
+    ## Description
+    Each episode runs one BrowserGym task in a fresh headless Chromium: WebArena's tasks (pass their
+    :class:`Task` objects, whose ``start_url`` resolves with the WebArena domain's ``site_urls``, or a
+    BrowserGym task class such as ``browsergym.webarena``'s) or an open-ended task on any page
+    (``start_url`` and ``goal``). Observations are the page's accessibility tree as
+    ``[bid] role: 'name'`` lines, ``bid`` being BrowserGym's element id.
+
+    ## Action Space / Observation Space
+    ``FreeText``: BrowserGym's high-level actions, as in the simulated env.
+
+    ## Rewards
+    The task's own reward, passed through (WebArena's evaluators give 1.0 on success). Open-ended
+    tasks have no evaluator: their reward is 0.
+
+    ## Episode End
+    Terminated when the task says so, or after ``send_msg_to_user(...)``/``report_infeasible(...)``
+    (the simulated domain's final actions); truncated after 30 steps. An action BrowserGym cannot
+    execute leaves the page and puts BrowserGym's message in ``info["last_action_error"]``.
+
+    ## Arguments
+    ``tasks``: WebArena :class:`Task` objects (``metadata["start_url"]``) drawn at reset;
+    ``start_url``/``goal``: a single open-ended task; ``task_entrypoint``/``task_kwargs``: any
+    BrowserGym task class instead. ``executable_path``: the Chromium to launch (default
+    ``/usr/bin/chromium``, Debian's; ``None`` uses Playwright's download). ``chromium_flags``: extra
+    flags (:data:`DEFAULT_CHROMIUM_FLAGS`). ``state_mapper``: BrowserGym observation dict -> state
+    (default: the rule-based mapping). ``browser_kwargs``: more ``BrowserEnv`` arguments.
+    Reset options: ``{"task": Task}`` or ``{"start_url": ..., "goal": ...}``.
+    """
+
+    def __init__(
+        self,
+        tasks: Sequence[Task] | None = None,
+        *,
+        start_url: str | None = None,
+        goal: str = "",
+        task_entrypoint: Any = None,
+        task_kwargs: dict[str, Any] | None = None,
+        site_urls: dict[str, str] | None = None,
+        executable_path: str | None = "/usr/bin/chromium",
+        chromium_flags: Sequence[str] = DEFAULT_CHROMIUM_FLAGS,
+        headless: bool = True,
+        visible_only: bool = False,
+        state_mapper: Callable[[dict[str, Any]], str] | None = None,
+        browser_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        domain = WebArenaDomain(site_urls)
+        super().__init__(domain, **kwargs)
+        self.webarena = domain
+        self.tasks = list(tasks or [])
+        self.start_url = start_url
+        self.goal = goal
+        self.task_entrypoint = task_entrypoint
+        self.task_kwargs = dict(task_kwargs or {})
+        if not (self.tasks or start_url or task_entrypoint):
+            raise DreamGymError("Give tasks=[...], start_url=... (with goal=...), or task_entrypoint=... to play.")
+        self.executable_path = executable_path
+        self.chromium_flags = list(chromium_flags)
+        self.headless = headless
+        self.visible_only = visible_only
+        self.state_mapper = state_mapper
+        self.browser_kwargs = dict(browser_kwargs or {})
+        self._browser: Any = None
+        self._last_obs: dict[str, Any] = {}
+
+    @property
+    def last_browsergym_obs(self) -> dict[str, Any]:
+        """BrowserGym's raw observation of the last reset or step (axtree, DOM, screenshot...)."""
+        return self._last_obs
+
+    def _map(self, obs: dict[str, Any]) -> str:
+        self._last_obs = obs
+        if self.state_mapper is not None:
+            return self.state_mapper(obs)
+        return browsergym_obs_to_state(obs, visible_only=self.visible_only)
+
+    def _launch_kwargs(self) -> dict[str, Any]:
+        launch: dict[str, Any] = {"chromium_sandbox": False}
+        if self.executable_path:
+            launch["executable_path"] = str(use_system_chromium(self.executable_path, self.chromium_flags))
+        return launch
+
+    def _choose(self, options: dict[str, Any]) -> tuple[Task, Any, dict[str, Any]]:
+        """The task of this episode, BrowserGym's task class and its arguments."""
+        if options.get("task") is not None or self.tasks:
+            task = options.get("task") or self.tasks[int(self.np_random.integers(len(self.tasks)))]
+            if not isinstance(task, Task):
+                raise DreamGymError(f"options['task'] must be a Task, got {type(task).__name__}")
+            url = str(task.metadata.get("start_url") or "")
+            if not url:
+                raise DreamGymError(f"Task {task.task_id!r} has no metadata['start_url'] to open.")
+            first = self.webarena.resolve_url(url.split("|AND|")[0])
+            return task, None, {"start_url": first, "goal": task.instruction}
+        if self.task_entrypoint is not None:
+            task = Task(task_id=f"browsergym-{getattr(self.task_entrypoint, '__name__', 'task')}", domain="webarena",
+                        instruction=self.goal, source="browsergym")
+            return task, self.task_entrypoint, self.task_kwargs
+        url = str(options.get("start_url") or self.start_url)
+        goal = str(options.get("goal") or self.goal)
+        task = Task(task_id=f"openended-{url}", domain="webarena", instruction=goal,
+                    metadata={"start_url": url}, source="browsergym")
+        return task, None, {"start_url": url, "goal": goal}
+
+    def _real_reset(self, options: dict[str, Any]) -> RealReset:
+        try:
+            from browsergym.core.env import BrowserEnv
+            from browsergym.core.task import OpenEndedTask
+        except ImportError as e:
+            raise DependencyNotInstalled("browsergym-core", "real", "DreamGym/WebArena-Real-v0") from e
+        task, entrypoint, task_kwargs = self._choose(options)
+        self._real_close()
+        self._browser = BrowserEnv(
+            task_entrypoint=entrypoint or OpenEndedTask,
+            task_kwargs=task_kwargs,
+            headless=self.headless,
+            pw_chromium_kwargs=self._launch_kwargs(),
+            **self.browser_kwargs,
+        )
+        obs, _ = self._browser.reset(seed=int(self.np_random.integers(2**31 - 1)))
+        if entrypoint is not None and obs.get("goal"):
+            task = task.model_copy(update={"instruction": str(obs["goal"])})
+        return RealReset(task=task, state=self._map(obs), admissible_actions=[])
+
+    def _real_step(self, action: str) -> RealStep:
+        obs, reward, terminated, truncated, info = self._browser.step(action)
+        error = str(obs.get("last_action_error") or "") or None
+        final = bool(_FINAL.match(action)) and error is None
+        return RealStep(
+            state=self._map(obs),
+            reward=float(reward),
+            done=bool(terminated) or final,
+            success=float(reward) >= 1.0,
+            admissible_actions=[],
+            last_action_error=error,
+        )
+
+    def _real_close(self) -> None:
+        if self._browser is not None:
+            self._browser.close()
+            self._browser = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_browser"] = None
+        state["_last_obs"] = {}
+        return state
