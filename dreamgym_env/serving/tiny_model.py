@@ -89,6 +89,7 @@ class SmokeModelSpec:
     max_train_tokens: int = 384
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "train_seconds", float(self.train_seconds))  # 60 and 60.0: one digest
         if self.arch not in _ARCHITECTURES:
             raise ConfigError(f"arch={self.arch!r} is not supported; use one of {list(_ARCHITECTURES)}.")
         if self.train_seconds < 0:

@@ -130,6 +130,7 @@ class VLLMServer:
         self.startup_timeout = startup_timeout
         self.python = str(python) if python is not None else sys.executable
         self._workdir = Path(tempfile.mkdtemp(prefix="dreamgym-vllm-"))
+        #: The server's stdout and stderr; kept after stop() for post-mortems.
         self.log_path = Path(log_path) if log_path is not None else self._workdir / "server.log"
         self._env_overrides = dict(env or {})
         self.startup_seconds: float | None = None
@@ -287,7 +288,11 @@ class VLLMServer:
     def _cleanup(self) -> None:
         if self._finalizer is not None:
             self._finalizer.detach()
-        shutil.rmtree(self._workdir / "cache", ignore_errors=True)
+        # The temporary folder holds the compile cache and, unless the caller chose a path, the log.
+        if self.log_path.parent == self._workdir:
+            shutil.rmtree(self._workdir / "cache", ignore_errors=True)
+        else:
+            shutil.rmtree(self._workdir, ignore_errors=True)
 
     # ----------------------------------------------------------------------------- context manager
     def __enter__(self) -> VLLMServer:
@@ -353,7 +358,7 @@ def serve_smoke_model(
         served_model_name=SMOKE_MODEL_NAME,
         port=port,
         max_model_len=max_model_len,
-        extra_args=extra_args,
+        extra_args=[*SMOKE_SERVER_ARGS, *extra_args],
         startup_timeout=startup_timeout,
         log_path=log_path,
     )

@@ -1,0 +1,79 @@
+"""Shared pytest fixtures.
+
+Integration tests talk to one real vLLM OpenAI server for the whole session, serving the smoke model
+the package builds offline (:mod:`dreamgym_env.serving`). Without vLLM installed those tests skip,
+unless ``DREAMGYM_REQUIRE_VLLM=1`` (set in CI) turns the skip into a failure, so they never go
+silently untested.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from dreamgym_env.serving import (
+    SMOKE_MODEL_NAME,
+    SMOKE_SERVER_ARGS,
+    VLLMServer,
+    build_tiny_model,
+    default_smoke_model_dir,
+)
+
+if TYPE_CHECKING:
+    import openai
+
+REQUIRE_VLLM_ENV = "DREAMGYM_REQUIRE_VLLM"
+
+
+def _require(modules: tuple[str, ...], why: str) -> None:
+    """Skip (or fail, when ``DREAMGYM_REQUIRE_VLLM=1``) unless every module is importable."""
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if not missing:
+        return
+    message = (
+        f"{why} needs {', '.join(missing)}: install the CPU serving stack "
+        '(pip install torch==2.13.0 && pip install "dreamgym-env[cpu]", see docs/serving.md)'
+    )
+    if os.environ.get(REQUIRE_VLLM_ENV) == "1":
+        pytest.fail(f"{message}; {REQUIRE_VLLM_ENV}=1 forbids skipping.", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def smoke_model_dir() -> Path:
+    """The offline smoke model, built once into the cache (``$DREAMGYM_CACHE_DIR`` or ``~/.cache``)."""
+    _require(("torch", "transformers", "tokenizers"), "Building the smoke model")
+    return build_tiny_model(default_smoke_model_dir())
+
+
+@pytest.fixture(scope="session")
+def vllm_server(smoke_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
+    """One real vLLM OpenAI server for the session; has ``.base_url`` and ``.model``.
+
+    Started with :data:`~dreamgym_env.serving.SMOKE_SERVER_ARGS` (compact JSON under structured
+    decoding, cached-token counts in ``usage``) and a 4096-token context. Tests must not stop or kill
+    it; a test that needs a server to die starts its own :class:`~dreamgym_env.serving.VLLMServer`.
+    """
+    _require(("vllm",), "The vLLM server fixture")
+    server = VLLMServer(
+        smoke_model_dir,
+        served_model_name=SMOKE_MODEL_NAME,
+        max_model_len=4096,
+        extra_args=SMOKE_SERVER_ARGS,
+        log_path=tmp_path_factory.mktemp("vllm") / "server.log",
+    )
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def openai_client(vllm_server: VLLMServer) -> openai.OpenAI:
+    """A synchronous OpenAI client bound to :func:`vllm_server` (no retries: failures show at once)."""
+    import openai
+
+    return openai.OpenAI(base_url=vllm_server.base_url, api_key="unused", max_retries=0, timeout=120.0)
