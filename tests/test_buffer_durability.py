@@ -15,7 +15,8 @@ WRITER = textwrap.dedent(
     from dreamgym_env.buffer import ReplayBuffer
     from dreamgym_env.types import Transition
 
-    path, name, batches, batch, single = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    path, name, single = sys.argv[1], sys.argv[2], sys.argv[5]
+    batches, batch = int(sys.argv[3]), int(sys.argv[4])  # noqa: E501
     with ReplayBuffer.open(path, busy_timeout_s=60) as buffer:
         n = 0
         for b in range(batches):

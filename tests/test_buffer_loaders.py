@@ -21,7 +21,11 @@ def _expected_alfworld_actions():
     """Count action lines independently of the loader: '> x' lines that are not thoughts."""
     transcripts = json.loads(ALFWORLD.read_text())
     return {
-        name: sum(1 for line in text.splitlines() if line.startswith(">") and not line[1:].strip().startswith("think:"))
+        name: sum(
+            1
+            for line in text.splitlines()
+            if line.startswith(">") and not line[1:].strip().startswith("think:")
+        )
         for name, text in transcripts.items()
     }
 
@@ -81,7 +85,9 @@ def test_acceptance_import_counts_and_self_retrieval(tmp_path):
         for t in all_t:
             hits = buffer.search(t.state, t.action, k=8, domain=t.domain)
             top = hits[0].transition
-            assert (top.state, top.action) == (t.state, t.action) and hits[0].score == pytest.approx(1.0, abs=1e-5)
+            assert (top.state, top.action) == (t.state, t.action) and hits[0].score == pytest.approx(
+                1.0, abs=1e-5
+            )
             # the same (state, action) can lead elsewhere in another game: then the copies tie at the top
             tied = [h.transition.next_state for h in hits if h.score > 1 - 1e-5]
             assert t.next_state in tied
@@ -110,12 +116,22 @@ def test_own_jsonl_round_trip_and_bad_line_drops_its_episode(tmp_path):
         assert buffer.export_jsonl(out) == 2
         with ReplayBuffer.open(":memory:") as again:
             import_files(again, [out])
-            assert [t.model_dump() for t in again.iter_transitions()] == [t.model_dump() for t in buffer.iter_transitions()]
+            assert [t.model_dump() for t in again.iter_transitions()] == [
+                t.model_dump() for t in buffer.iter_transitions()
+            ]
 
 
 def test_strict_import_writes_nothing(tmp_path):
-    good = {"domain": "d", "task_id": "t", "task": "x", "episode_id": "e", "step": 0, "state": "s", "action": "a",
-            "next_state": "n"}
+    good = {
+        "domain": "d",
+        "task_id": "t",
+        "task": "x",
+        "episode_id": "e",
+        "step": 0,
+        "state": "s",
+        "action": "a",
+        "next_state": "n",
+    }
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "step": 1, "reward": "lots"}) + "\n")
     with ReplayBuffer.open(":memory:") as buffer:
@@ -127,28 +143,58 @@ def test_strict_import_writes_nothing(tmp_path):
 
 def test_webshop_il_and_agentgym_formats(tmp_path):
     il = tmp_path / "il.jsonl"
-    il.write_text(json.dumps({
-        "states": ["WebShop [SEP] Instruction: [SEP] i need red shoes [SEP] Search", "results page", "item page"],
-        "actions": ["search[red shoes]", "click[b0001]", "click[buy now]"],
-        "available_actions": [[], ["b0001"], ["buy now"]], "action_idxs": [-1, 0, 0],
-    }) + "\n" + json.dumps({"states": ["only"], "actions": []}) + "\n")
+    il.write_text(
+        json.dumps(
+            {
+                "states": [
+                    "WebShop [SEP] Instruction: [SEP] i need red shoes [SEP] Search",
+                    "results page",
+                    "item page",
+                ],
+                "actions": ["search[red shoes]", "click[b0001]", "click[buy now]"],
+                "available_actions": [[], ["b0001"], ["buy now"]],
+                "action_idxs": [-1, 0, 0],
+            }
+        )
+        + "\n"
+        + json.dumps({"states": ["only"], "actions": []})
+        + "\n"
+    )
     assert detect_format(il) == "webshop-il"
     records, issues = _records(il)
     t = records[0].transitions
     assert [x.action for x in t] == ["search[red shoes]", "click[b0001]", "click[buy now]"]
-    assert t[0].task == "i need red shoes" and t[1].next_state == "item page" and t[2].done and t[2].next_state == ""
+    assert (
+        t[0].task == "i need red shoes"
+        and t[1].next_state == "item page"
+        and t[2].done
+        and t[2].next_state == ""
+    )
     assert issues[0].line == 2
 
     conv = tmp_path / "conv.json"
-    conv.write_text(json.dumps([
-        {"item_id": "webshop_3", "reward": 1.0, "conversations": [
-            {"from": "human", "value": "You are web shopping..."}, {"from": "gpt", "value": "OK"},
-            {"from": "human", "value": "WebShop [SEP] Instruction: [SEP] i need a lamp [SEP] Search"},
-            {"from": "gpt", "value": "Thought: I should search.\n\nAction:\nsearch[lamp]"},
-            {"from": "human", "value": "results: [b01] lamp"},
-            {"from": "gpt", "value": "Thought: buy it\nAction: click[buy now]"}]},
-        {"conversations": [{"from": "robot", "value": "?"}]},
-    ]))
+    conv.write_text(
+        json.dumps(
+            [
+                {
+                    "item_id": "webshop_3",
+                    "reward": 1.0,
+                    "conversations": [
+                        {"from": "human", "value": "You are web shopping..."},
+                        {"from": "gpt", "value": "OK"},
+                        {
+                            "from": "human",
+                            "value": "WebShop [SEP] Instruction: [SEP] i need a lamp [SEP] Search",
+                        },
+                        {"from": "gpt", "value": "Thought: I should search.\n\nAction:\nsearch[lamp]"},
+                        {"from": "human", "value": "results: [b01] lamp"},
+                        {"from": "gpt", "value": "Thought: buy it\nAction: click[buy now]"},
+                    ],
+                },
+                {"conversations": [{"from": "robot", "value": "?"}]},
+            ]
+        )
+    )
     assert detect_format(conv) == "agentgym"
     records, issues = _records(conv)
     t = records[0].transitions

@@ -12,9 +12,16 @@ from dreamgym_env.types import Transition
 
 def tr(i, source="sim", episode=None, domain="webshop", **kw):
     return Transition(
-        domain=domain, task_id="t", task="buy shoes", episode_id=episode or f"ep{i // 5}", step=i % 5,
-        state=f"[search results] page 1 results: item {i} shoes size {i % 13}", action=f"click[item {i}]",
-        next_state=f"[item page] item {i}", source=source, **kw,
+        domain=domain,
+        task_id="t",
+        task="buy shoes",
+        episode_id=episode or f"ep{i // 5}",
+        step=i % 5,
+        state=f"[search results] page 1 results: item {i} shoes size {i % 13}",
+        action=f"click[item {i}]",
+        next_state=f"[item page] item {i}",
+        source=source,
+        **kw,
     )
 
 
@@ -31,7 +38,9 @@ def test_is_a_retriever_and_returns_itself_first():
 def test_domain_and_episode_filters():
     with ReplayBuffer() as buffer:
         buffer.add_many([tr(i) for i in range(20)] + [tr(i, domain="alfworld") for i in range(20)])
-        assert {t.domain for t in buffer.retrieve(tr(3).state, tr(3).action, 10, domain="alfworld")} == {"alfworld"}
+        assert {t.domain for t in buffer.retrieve(tr(3).state, tr(3).action, 10, domain="alfworld")} == {
+            "alfworld"
+        }
         hits = buffer.retrieve(tr(3).state, tr(3).action, 30, domain="webshop", exclude_episode="ep0")
         assert len(hits) == 15 and all(t.episode_id != "ep0" for t in hits)
         assert buffer.retrieve("x", "y", 3, domain="nope") == []

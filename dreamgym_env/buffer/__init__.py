@@ -15,7 +15,14 @@ from dreamgym_env.buffer.embedders import (
     build_embedder,
     embed_pairs,
 )
-from dreamgym_env.buffer.loaders import FORMATS, ImportReport, LoadIssue, detect_format, import_files, iter_records
+from dreamgym_env.buffer.loaders import (
+    FORMATS,
+    ImportReport,
+    LoadIssue,
+    detect_format,
+    import_files,
+    iter_records,
+)
 from dreamgym_env.buffer.replay_buffer import AddResult, ReplayBuffer, ScoredTransition, dedup_key
 from dreamgym_env.buffer.store import TransitionStore
 

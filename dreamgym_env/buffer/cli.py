@@ -54,13 +54,19 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
 def _cmd_search(args: argparse.Namespace) -> int:
     with _open(args) as buffer:
-        hits = buffer.search(args.state, args.action, args.k, domain=args.domain, exclude_episode=args.exclude_episode)
+        hits = buffer.search(
+            args.state, args.action, args.k, domain=args.domain, exclude_episode=args.exclude_episode
+        )
     if args.json:
-        print(json.dumps([{"id": h.id, "score": h.score, **h.transition.model_dump()} for h in hits], indent=2))
+        print(
+            json.dumps([{"id": h.id, "score": h.score, **h.transition.model_dump()} for h in hits], indent=2)
+        )
         return 0
     for rank, hit in enumerate(hits, start=1):
         t = hit.transition
-        print(f"#{rank} score={hit.score:.3f} id={hit.id} {t.domain} {t.episode_id} step {t.step} ({t.source})")
+        print(
+            f"#{rank} score={hit.score:.3f} id={hit.id} {t.domain} {t.episode_id} step {t.step} ({t.source})"
+        )
         print(f"   state:  {t.state[:200]!r}")
         print(f"   action: {t.action!r}")
         print(f"   next:   {t.next_state[:200]!r}")
@@ -92,22 +98,30 @@ def add_buffer_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("path", help="buffer file (SQLite; created if missing)")
     common.add_argument(
-        "--embedder", choices=["hashing", "sentence-transformers", "openai"], default="hashing",
+        "--embedder",
+        choices=["hashing", "sentence-transformers", "openai"],
+        default="hashing",
         help="embedder (must match the one the buffer was built with, or every row is re-embedded)",
     )
     common.add_argument("--embedding-model", help="model path or name for sentence-transformers/openai")
-    common.add_argument("--embedding-base-url", help="endpoint of the openai embedder (e.g. http://127.0.0.1:8000/v1)")
+    common.add_argument(
+        "--embedding-base-url", help="endpoint of the openai embedder (e.g. http://127.0.0.1:8000/v1)"
+    )
     common.add_argument("--dim", type=int, help="dimension of the hashing embedder (default 256)")
     common.add_argument("--dedup", choices=["content", "episode"], default="content", help="duplicate rule")
 
     buffer = subparsers.add_parser("buffer", help="manage an experience replay buffer")
-    commands = buffer.add_subparsers(dest="buffer_command", required=True, metavar="{import,stats,search,export}")
+    commands = buffer.add_subparsers(
+        dest="buffer_command", required=True, metavar="{import,stats,search,export}"
+    )
 
     p = commands.add_parser("import", parents=[common], help="import real trajectory files")
     p.add_argument("files", nargs="+", help="files or directories to import")
     p.add_argument("--format", default="auto", choices=["auto", *sorted(FORMATS)], help="input format")
     p.add_argument("--domain", help="domain to assign (overrides the loader's)")
-    p.add_argument("--strict", action="store_true", help="fail on the first malformed record, writing nothing")
+    p.add_argument(
+        "--strict", action="store_true", help="fail on the first malformed record, writing nothing"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_guard(_cmd_import))
 

@@ -79,7 +79,7 @@ class IndexConfig(BaseModel):
 
     kind: Literal["auto", "exact", "ivf", "hnsw"] = "auto"
     approximate: Literal["ivf", "hnsw"] = "ivf"
-    threshold: int = Field(20_000, ge=1)
+    threshold: int = Field(10_000, ge=1)
     nlist: int | None = Field(None, ge=1)
     nprobe: int = Field(32, ge=1)
     hnsw_m: int = Field(32, ge=4)

@@ -113,7 +113,9 @@ class HashingEmbedder:
         word_weight: Weight of whole-word features against character n-grams.
     """
 
-    def __init__(self, dim: int = 256, ngram_sizes: Sequence[int] = (3, 4, 5), word_weight: float = 1.0) -> None:
+    def __init__(
+        self, dim: int = 256, ngram_sizes: Sequence[int] = (3, 4, 5), word_weight: float = 1.0
+    ) -> None:
         if dim < 1:
             raise ConfigError(f"HashingEmbedder dim must be positive, got {dim}")
         if not ngram_sizes or min(ngram_sizes) < 1:
@@ -130,7 +132,9 @@ class HashingEmbedder:
     @property
     def signature(self) -> str:
         """Names the embedding space."""
-        return f"hashing-v1:dim={self._dim}:ngrams={','.join(map(str, self._sizes))}:words={self._word_weight}"
+        return (
+            f"hashing-v1:dim={self._dim}:ngrams={','.join(map(str, self._sizes))}:words={self._word_weight}"
+        )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` into an (n, dim) float32 array of unit rows."""
@@ -196,7 +200,11 @@ class SentenceTransformerEmbedder:
         self._name = model
         self._batch_size = batch_size
         self._model = SentenceTransformer(model, device=device)
-        dim = self._model.get_sentence_embedding_dimension()
+        get_dim = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
+        )
+        dim = get_dim()
         if dim is None:
             raise ConfigError(f"sentence-transformers model {model!r} does not report an embedding dimension")
         self._dim = int(dim)
@@ -235,7 +243,12 @@ class OpenAIEmbedder:
     """
 
     def __init__(
-        self, model: str, base_url: str, api_key: str = "EMPTY", batch_size: int = 256, timeout_s: float = 30.0
+        self,
+        model: str,
+        base_url: str,
+        api_key: str = "EMPTY",
+        batch_size: int = 256,
+        timeout_s: float = 30.0,
     ) -> None:
         self._model = model
         self._base_url = base_url
@@ -262,7 +275,8 @@ class OpenAIEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         parts = [
-            self._request(list(texts[i : i + self._batch_size])) for i in range(0, len(texts), self._batch_size)
+            self._request(list(texts[i : i + self._batch_size]))
+            for i in range(0, len(texts), self._batch_size)
         ]
         out = l2_normalize(np.concatenate(parts))
         self._dim = out.shape[1]
@@ -272,7 +286,9 @@ class OpenAIEmbedder:
         import openai
 
         if self._client is None:
-            self._client = openai.OpenAI(base_url=self._base_url, api_key=self._api_key, timeout=self._timeout_s)
+            self._client = openai.OpenAI(
+                base_url=self._base_url, api_key=self._api_key, timeout=self._timeout_s
+            )
         # Empty strings are rejected by some servers; a single space embeds to "nothing in particular".
         inputs = [t if t else " " for t in batch]
         try:
@@ -280,7 +296,9 @@ class OpenAIEmbedder:
         except openai.APIConnectionError as e:
             raise ServerUnreachableError(f"embedding endpoint {self._base_url} is unreachable: {e}") from e
         except openai.APIError as e:
-            raise BackendError(f"embedding endpoint {self._base_url} failed for model {self._model!r}: {e}") from e
+            raise BackendError(
+                f"embedding endpoint {self._base_url} failed for model {self._model!r}: {e}"
+            ) from e
         data = sorted(response.data, key=lambda d: d.index)
         return np.asarray([d.embedding for d in data], dtype=np.float32)
 

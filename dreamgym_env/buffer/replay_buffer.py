@@ -272,7 +272,10 @@ class ReplayBuffer:
     def _write(self, batch: Sequence[Transition]) -> tuple[int, int, int]:
         keys = [dedup_key(t, self.config.dedup) for t in batch]
         vectors = embed_pairs(
-            self.embedder, [t.state for t in batch], [t.action for t in batch], self.config.embedder.action_weight
+            self.embedder,
+            [t.state for t in batch],
+            [t.action for t in batch],
+            self.config.embedder.action_weight,
         )
         ids, evicted = self.store.insert(batch, keys, vectors, self.config.max_synthetic)
         with self._lock:
@@ -329,7 +332,10 @@ class ReplayBuffer:
         exclude_episode: str | None = None,
     ) -> list[Transition]:
         """Up to ``k`` transitions most similar to (state, action), best first (the Retriever protocol)."""
-        return [s.transition for s in self.search(state, action, k, domain=domain, exclude_episode=exclude_episode)]
+        return [
+            s.transition
+            for s in self.search(state, action, k, domain=domain, exclude_episode=exclude_episode)
+        ]
 
     def __len__(self) -> int:
         return self.store.count()
@@ -347,7 +353,9 @@ class ReplayBuffer:
             "index": shards,
         }
 
-    def iter_transitions(self, *, domain: str | None = None, source: str | None = None) -> Iterable[Transition]:
+    def iter_transitions(
+        self, *, domain: str | None = None, source: str | None = None
+    ) -> Iterable[Transition]:
         """Every stored transition in insertion order."""
         return self.store.iter_transitions(domain=domain, source=source)
 

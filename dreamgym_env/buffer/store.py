@@ -13,6 +13,7 @@ append-only ``evictions`` log.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -132,7 +133,8 @@ class TransitionStore:
                     if statement.strip():
                         self._conn.execute(statement)
                 self._conn.execute(
-                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
                 )
         except sqlite3.Error as e:
             raise StoreError(f"cannot open replay buffer store {path!r}: {e}") from e
@@ -280,7 +282,7 @@ class TransitionStore:
         """(domain, source, count) for every stored combination."""
         with self._lock:
             rows = self._conn.execute(
-                "SELECT domain, source, COUNT(*) FROM transitions GROUP BY domain, source ORDER BY domain, source"
+                "SELECT domain, source, COUNT(*) FROM transitions GROUP BY domain, source ORDER BY domain, source"  # noqa: E501
             ).fetchall()
         return [(str(d), str(s), int(c)) for d, s, c in rows]
 
@@ -302,7 +304,7 @@ class TransitionStore:
         while True:
             with self._lock:
                 rows = self._conn.execute(
-                    "SELECT id, domain, episode_id, embedding FROM transitions WHERE id > ? ORDER BY id LIMIT ?",
+                    "SELECT id, domain, episode_id, embedding FROM transitions WHERE id > ? ORDER BY id LIMIT ?",  # noqa: E501
                     (last, batch_size),
                 ).fetchall()
             if not rows:
@@ -355,7 +357,7 @@ class TransitionStore:
         while True:
             with self._lock:
                 rows = self._conn.execute(
-                    f"SELECT id, {_FIELDS} FROM transitions WHERE {' AND '.join(clauses)} ORDER BY id LIMIT ?",
+                    f"SELECT id, {_FIELDS} FROM transitions WHERE {' AND '.join(clauses)} ORDER BY id LIMIT ?",  # noqa: E501
                     [last, *params, batch_size],
                 ).fetchall()
             if not rows:
@@ -378,7 +380,8 @@ class TransitionStore:
         while True:
             with self._lock:
                 rows = self._conn.execute(
-                    "SELECT id, state, action FROM transitions WHERE id > ? ORDER BY id LIMIT ?", (last, batch_size)
+                    "SELECT id, state, action FROM transitions WHERE id > ? ORDER BY id LIMIT ?",
+                    (last, batch_size),
                 ).fetchall()
             if not rows:
                 return
@@ -387,8 +390,5 @@ class TransitionStore:
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
-        with self._lock:
-            try:
-                self._conn.close()
-            except sqlite3.Error:  # pragma: no cover - closing never matters more than the caller's error
-                pass
+        with self._lock, contextlib.suppress(sqlite3.Error):
+            self._conn.close()

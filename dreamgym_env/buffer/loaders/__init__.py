@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from dreamgym_env.buffer.loaders.agentgym import load_agentgym
 from dreamgym_env.buffer.loaders.alfworld import load_alfworld_react
-from dreamgym_env.buffer.loaders.base import LoadIssue, Loader, Record
+from dreamgym_env.buffer.loaders.base import Loader, LoadIssue, Record
 from dreamgym_env.buffer.loaders.jsonl import load_jsonl
 from dreamgym_env.buffer.loaders.webshop import load_webshop_il, load_webshop_session
 from dreamgym_env.errors import DataFormatError
@@ -118,7 +118,9 @@ def iter_records(
         path = Path(raw)
         kind = detect_format(path) if fmt == "auto" else fmt
         if kind not in FORMATS:
-            raise DataFormatError(f"unknown format {kind!r}; known formats: {sorted(FORMATS)}", path=str(path))
+            raise DataFormatError(
+                f"unknown format {kind!r}; known formats: {sorted(FORMATS)}", path=str(path)
+            )
         loader = FORMATS[kind]
         for file in _files(path):
             yield from loader(file, domain=domain)

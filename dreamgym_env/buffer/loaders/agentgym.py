@@ -44,7 +44,11 @@ def _record_transitions(record: Any, index: int, domain: str | None) -> list[Tra
         raise ValueError("expected an object with a 'conversations' list")
     turns = record["conversations"]
     for turn in turns:
-        if not (isinstance(turn, dict) and turn.get("from") in ("human", "gpt") and isinstance(turn.get("value"), str)):
+        if not (
+            isinstance(turn, dict)
+            and turn.get("from") in ("human", "gpt")
+            and isinstance(turn.get("value"), str)
+        ):
             raise ValueError("every turn needs 'from' ('human' or 'gpt') and a string 'value'")
     record_id = str(record.get("item_id") or record.get("id") or f"record-{index}")
     if domain is None:
@@ -53,7 +57,12 @@ def _record_transitions(record: Any, index: int, domain: str | None) -> list[Tra
             raise ValueError("record has no 'item_id'/'id' naming its domain; pass a domain to the loader")
         domain = prefix.group(1).lower()
     start = 0
-    if len(turns) >= 3 and turns[0]["from"] == "human" and turns[1]["from"] == "gpt" and turns[2]["from"] == "human":
+    if (
+        len(turns) >= 3
+        and turns[0]["from"] == "human"
+        and turns[1]["from"] == "gpt"
+        and turns[2]["from"] == "human"
+    ):
         start = 2  # instruction + acknowledgement preamble
     if start >= len(turns) or turns[start]["from"] != "human":
         raise ValueError("expected the first turn after the preamble to be a human observation")

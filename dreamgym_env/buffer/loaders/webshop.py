@@ -71,7 +71,7 @@ def render_session_page(page: dict[str, Any], reward: float | None = None) -> st
         asins = ", ".join(str(a) for a in content.get("search_result_asins") or [])
         number = int(content.get("page") or 1)
         buttons = "[back to search]" + (" [< prev]" if number > 1 else "") + " [next >]"
-        return f'[search results] page {number} for "{_keywords(content)}"\nresults: {asins}\nelements: {buttons}'
+        return f'[search results] page {number} for "{_keywords(content)}"\nresults: {asins}\nelements: {buttons}'  # noqa: E501
     options = _options(content)
     chosen = ", ".join(f"{k}: {v}" for k, v in options.items()) or "none"
     if kind == "item_page":
@@ -130,11 +130,15 @@ def load_webshop_session(path: Path, *, domain: str | None = None) -> Iterator[R
         if isinstance(obj, LoadIssue):
             yield LoadIssue(obj.path, obj.line, f"{obj.message}; session skipped")
             return
-        if not isinstance(obj, dict) or obj.get("page") not in _PAGES or not isinstance(obj.get("goal"), dict):
+        if (
+            not isinstance(obj, dict)
+            or obj.get("page") not in _PAGES
+            or not isinstance(obj.get("goal"), dict)
+        ):
             yield LoadIssue(
                 str(path),
                 number,
-                f"expected a page record with 'page' in {sorted(_PAGES)} and a 'goal' object; session skipped",
+                f"expected a page record with 'page' in {sorted(_PAGES)} and a 'goal' object; session skipped",  # noqa: E501
             )
             return
         pages.append((number, obj))
@@ -163,8 +167,10 @@ def load_webshop_session(path: Path, *, domain: str | None = None) -> Iterator[R
         action = _infer_action(before, after)
         if action is None:
             yield LoadIssue(
-                str(path), number, f"cannot tell which action leads from a {before['page']} page to this "
-                f"{after['page']} page; session skipped"
+                str(path),
+                number,
+                f"cannot tell which action leads from a {before['page']} page to this "
+                f"{after['page']} page; session skipped",
             )
             return
         done = after["page"] == "done"
@@ -182,7 +188,10 @@ def load_webshop_session(path: Path, *, domain: str | None = None) -> Iterator[R
                 done=done,
                 success=done and (reward or 0.0) >= 1.0,
                 source="offline",
-                metadata={**metadata, **({"reward_info": after["reward_info"]} if "reward_info" in after else {})},
+                metadata={
+                    **metadata,
+                    **({"reward_info": after["reward_info"]} if "reward_info" in after else {}),
+                },
             )
         )
     yield Record(transitions, str(path), pages[0][0])
@@ -201,7 +210,9 @@ def load_webshop_il(path: Path, *, domain: str | None = None) -> Iterator[Record
             continue
         states, actions = (obj.get("states"), obj.get("actions")) if isinstance(obj, dict) else (None, None)
         if not (isinstance(states, list) and isinstance(actions, list) and actions):
-            yield LoadIssue(str(path), number, "expected an object with non-empty 'states' and 'actions' lists")
+            yield LoadIssue(
+                str(path), number, "expected an object with non-empty 'states' and 'actions' lists"
+            )
             continue
         if len(states) not in (len(actions), len(actions) + 1) or not all(
             isinstance(x, str) for x in [*states, *actions]
@@ -209,7 +220,7 @@ def load_webshop_il(path: Path, *, domain: str | None = None) -> Iterator[Record
             yield LoadIssue(
                 str(path),
                 number,
-                f"'states' ({len(states)}) must be strings, as many as 'actions' ({len(actions)}) or one more",
+                f"'states' ({len(states)}) must be strings, as many as 'actions' ({len(actions)}) or one more",  # noqa: E501
             )
             continue
         instruction = _instruction_of(states[0])
@@ -221,7 +232,7 @@ def load_webshop_il(path: Path, *, domain: str | None = None) -> Iterator[Record
             transitions.append(
                 Transition(
                     domain=domain or "webshop",
-                    task_id=f"webshop-instruction:{hashlib.blake2b(instruction.encode(), digest_size=6).hexdigest()}",
+                    task_id=f"webshop-instruction:{hashlib.blake2b(instruction.encode(), digest_size=6).hexdigest()}",  # noqa: E501
                     task=instruction,
                     episode_id=f"webshop-il:{episode}",
                     step=i,
