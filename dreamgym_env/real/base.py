@@ -198,6 +198,8 @@ class RealTextEnv(gym.Env[str, str]):
             return f"The action is empty. {self.domain.action_help}"
         if len(action) > self.max_action_chars:
             return f"The action has {len(action)} characters; at most {self.max_action_chars} are accepted."
+        if action in self._admissible:  # the engine lists it: valid even where the grammar is narrower ("help")
+            return None
         return self.domain.validate_action(action, self._admissible)
 
     def _finish(
