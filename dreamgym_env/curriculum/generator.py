@@ -64,7 +64,7 @@ def _answer_model(fmt: VariantFormat, candidates: int) -> type[BaseModel]:
     return create_model(
         "TaskVariants",
         __config__=ConfigDict(extra="forbid"),
-        reasoning=(str, Field(max_length=600, description="Why these variants keep the parent's difficulty.")),
+        reasoning=(str, Field(max_length=400, description="Why these variants keep the parent's difficulty.")),
         variants=(list[fmt.model], Field(min_length=1, max_length=candidates)),  # type: ignore[name-defined]
     )
 

@@ -1,0 +1,138 @@
+import numpy as np
+import pytest
+
+from dreamgym_env import DreamGymEnv, DreamGymVectorEnv, ScriptedBackend
+from dreamgym_env.curriculum import CurriculumSampler, TaskPool
+from dreamgym_env.domains import get_domain
+from dreamgym_env.errors import ConfigError
+from dreamgym_env.tasks import TaskSampler
+from dreamgym_env.types import Task
+
+SEEDS = get_domain("webshop").seed_tasks()
+VARIANT = {"category": "fashion", "attributes": ["waterproof", "insulated"], "options": ["black"],
+           "price_upper": 120.0, "instruction": "i need insulated waterproof snow boots in black, "
+           "and price lower than 120.00 dollars"}
+
+
+def _variant_backend():
+    counter = iter(range(10_000))
+
+    def respond(request):
+        i = next(counter)
+        v = dict(VARIANT, price_upper=float(100 + i),
+                 instruction=VARIANT["instruction"].replace("120.00", f"{100 + i}.00").replace("black", f"colour {i}"),
+                 options=[f"colour {i}"])
+        return {"reasoning": "r", "variants": [v]}
+
+    return ScriptedBackend(respond)
+
+
+def _feed(sampler, rng, episodes, p_of):
+    for _ in range(episodes):
+        task = sampler.sample(rng)
+        r = float(rng.random() < p_of(task))
+        sampler.record_outcome(task, r, bool(r))
+
+
+def test_is_a_task_sampler_and_rejects_bad_settings():
+    assert isinstance(CurriculumSampler(TaskPool(), "webshop"), TaskSampler)
+    with pytest.raises(ConfigError, match="unknown curriculum setting"):
+        CurriculumSampler(TaskPool(), "webshop", lambda_=0.3)
+    with pytest.raises(ConfigError, match="invalid curriculum setting"):
+        CurriculumSampler(TaskPool(), "webshop", generated_fraction=1.5)
+    with pytest.raises(ConfigError, match="not of domain"):
+        CurriculumSampler(TaskPool(), "alfworld", seeds=SEEDS)
+
+
+def test_variance_weighting_favours_mixed_tasks():
+    sampler = CurriculumSampler(TaskPool(), "webshop")
+    rng = np.random.default_rng(0)
+    mixed = {SEEDS[0].task_id, SEEDS[1].task_id}
+    _feed(sampler, rng, 400, lambda t: 0.5 if t.task_id in mixed else float(t.task_id.endswith(("3", "5"))))
+    draws = [sampler.sample(rng).task_id for _ in range(2000)]
+    share = np.mean([d in mixed for d in draws])
+    assert share > 0.6  # uniform would give 2/12
+    assert {t.task_id for t, _ in sampler.parents()} <= mixed
+
+
+def test_generated_share_never_exceeds_lambda():
+    sampler = CurriculumSampler(TaskPool(), "webshop", backend=_variant_backend(), generated_fraction=0.25)
+    rng = np.random.default_rng(1)
+    _feed(sampler, rng, 200, lambda t: 0.5)
+    result = sampler.update(seed=0)
+    assert result.accepted and sampler.pool.count(origin="generated") == len(result.accepted)
+    before_total, before_gen = sampler.sampled_total, sampler.sampled_generated
+    draws = [sampler.sample(rng) for _ in range(1000)]
+    gen = sum(t.source == "generated" for t in draws)
+    assert 0 < gen <= 0.25 * 1000 + 1
+    assert sampler.sampled_generated - before_gen == gen and sampler.sampled_total - before_total == 1000
+    assert sampler.generated_share <= 0.25
+
+
+def test_lambda_zero_and_no_backend():
+    sampler = CurriculumSampler(TaskPool(), "webshop", generated_fraction=0.0)
+    rng = np.random.default_rng(2)
+    _feed(sampler, rng, 100, lambda t: 0.5)
+    assert sampler.update().accepted == []  # no backend: reweighting only
+    sampler.pool.add_tasks([Task(task_id="g", domain="webshop", instruction="a generated task here",
+                                 source="generated", parent_id=SEEDS[0].task_id)], origin="generated")
+    sampler.refresh()
+    assert all(sampler.sample(rng).task_id != "g" for _ in range(200))
+
+
+def test_max_generated_caps_growth():
+    sampler = CurriculumSampler(TaskPool(), "webshop", backend=_variant_backend(), max_generated=1)
+    _feed(sampler, np.random.default_rng(3), 200, lambda t: 0.5)
+    assert len(sampler.update().accepted) == 1
+    assert sampler.update().accepted == []
+    assert sampler.pool.count(origin="generated") == 1
+
+
+def test_pool_and_statistics_survive_a_restart(tmp_path):
+    path = str(tmp_path / "pool.sqlite")
+    first = CurriculumSampler(path, "webshop", backend=_variant_backend())
+    _feed(first, np.random.default_rng(4), 150, lambda t: 0.5 if t.task_id == SEEDS[2].task_id else 1.0)
+    accepted = first.update(seed=0).accepted
+    stats, parents = first.stats(), first.parents()
+    first.pool.close()
+
+    second = CurriculumSampler(path, "webshop")  # seeds are not duplicated, generated tasks come back
+    assert second.pool.count(origin="seed") == len(SEEDS)
+    assert {e.task_id for e in second.pool.tasks(origin="generated")} == {t.task_id for t in accepted}
+    restored = second.stats()
+    for task_id, s in stats.items():
+        assert restored[task_id].variance == pytest.approx(s.variance)
+    assert [t.task_id for t, _ in second.parents()] == [t.task_id for t, _ in parents]
+    assert second.get(accepted[0].task_id) == accepted[0]
+
+
+def test_env_records_outcomes_and_pins_pool_tasks_by_id():
+    sampler = CurriculumSampler(TaskPool(), "webshop")
+    env = DreamGymEnv("webshop", tasks=sampler, backend=ScriptedBackend())
+    for seed in range(6):
+        env.reset(seed=seed)
+        *_, terminated, _, info = env.step("click[Buy Now]")
+        assert terminated
+    assert sampler.pool.episode_count() == 6
+    _, info = env.reset(seed=0, options={"task": SEEDS[3].task_id})
+    assert info["task_id"] == SEEDS[3].task_id
+    env.step("click[Buy Now]")
+    assert [o.task_id for o in sampler.pool.outcomes()][-1] == SEEDS[3].task_id
+    # A task from outside the pool is recorded as external and never sampled.
+    env.reset(seed=1, options={"task": "buy a blue umbrella, and price lower than 20.00 dollars"})
+    env.step("click[Buy Now]")
+    assert sampler.pool.count(origin="external") == 1
+    assert all(sampler.sample(np.random.default_rng(i)).source != "user" for i in range(50))
+
+
+def test_vector_env_groups_share_one_sampled_task():
+    sampler = CurriculumSampler(TaskPool(), "webshop")
+    envs = DreamGymVectorEnv("webshop", num_envs=8, group_size=4, tasks=sampler, backend=ScriptedBackend())
+    _, infos = envs.reset(seed=0)
+    assert sampler.sampled_total == 2
+    ids = list(infos["task_id"])
+    assert len(set(ids[:4])) == 1 and len(set(ids[4:])) == 1
+    envs.step(["click[Buy Now]"] * 8)
+    history = sampler.pool.recent_outcomes(8)
+    assert sum(len(v) for v in history.values()) == 8
+    assert all(len(history[t]) >= 4 for t in set(ids))
