@@ -133,7 +133,7 @@ class HashingEmbedder:
     def signature(self) -> str:
         """Names the embedding space."""
         return (
-            f"hashing-v1:dim={self._dim}:ngrams={','.join(map(str, self._sizes))}:words={self._word_weight}"
+            f"hashing-v2:dim={self._dim}:ngrams={','.join(map(str, self._sizes))}:words={self._word_weight}"
         )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -148,33 +148,40 @@ class HashingEmbedder:
         ends = np.cumsum(lengths)
         row_of = np.repeat(np.arange(n, dtype=np.int64), lengths)
         end_of = np.repeat(ends, lengths)
-        counts = np.zeros(n * dim, dtype=np.float64)
-        positions = np.arange(len(data), dtype=np.int64)
-        for size in self._sizes:
+        rows_parts: list[np.ndarray] = []
+        hash_parts: list[np.ndarray] = []
+        weight_parts: list[np.ndarray] = []
+        # The hash of an (n+1)-gram extends the hash of the n-gram at the same position, so each size
+        # costs one pass over the bytes instead of n.
+        h = np.zeros(len(data), dtype=np.uint64)
+        largest = max(self._sizes)
+        for size in range(1, largest + 1):
             m = len(data) - size + 1
             if m <= 0:
+                break
+            h = h[:m] * _MULT + data[size - 1 : size - 1 + m]
+            if size not in self._sizes:
                 continue
-            h = np.full(m, np.uint64(size), dtype=np.uint64)
-            for j in range(size):
-                h = h * _MULT + data[j : j + m]
-            valid = positions[:m] + size <= end_of[:m]
-            self._accumulate(counts, row_of[:m][valid], _mix(h[valid]), 1.0)
+            valid = np.flatnonzero(np.arange(m) + size <= end_of[:m])
+            rows_parts.append(row_of[valid])
+            hash_parts.append(_mix(h[valid] ^ np.uint64(size)))
+            weight_parts.append(np.ones(len(valid)))
         if self._word_weight:
             words = [(i, w) for i, t in enumerate(normalised) for w in t.split(" ") if w]
             if words:
-                rows = np.fromiter((i for i, _ in words), dtype=np.int64, count=len(words))
-                hashes = np.fromiter(
-                    (zlib.crc32(w.encode()) for _, w in words), dtype=np.uint64, count=len(words)
-                )
-                self._accumulate(counts, rows, _mix(hashes ^ np.uint64(0xA5A5A5A5)), self._word_weight)
+                rows_parts.append(np.fromiter((i for i, _ in words), dtype=np.int64, count=len(words)))
+                crc = np.fromiter((zlib.crc32(w.encode()) for _, w in words), dtype=np.uint64, count=len(words))
+                hash_parts.append(_mix(crc ^ np.uint64(0xA5A5A5A5)))
+                weight_parts.append(np.full(len(words), self._word_weight))
+        counts = np.zeros(n * dim, dtype=np.float64)
+        if rows_parts:
+            hashes = np.concatenate(hash_parts)
+            buckets = (hashes % np.uint64(dim)).astype(np.int64)
+            signs = np.where((hashes >> np.uint64(63)) == 1, -1.0, 1.0) * np.concatenate(weight_parts)
+            counts = np.bincount(np.concatenate(rows_parts) * dim + buckets, weights=signs, minlength=n * dim)
         matrix = counts.reshape(n, dim)
         matrix = np.sign(matrix) * np.log1p(np.abs(matrix))
         return l2_normalize(matrix)
-
-    def _accumulate(self, counts: np.ndarray, rows: np.ndarray, hashes: np.ndarray, weight: float) -> None:
-        buckets = (hashes % np.uint64(self._dim)).astype(np.int64)
-        signs = np.where((hashes >> np.uint64(63)) == 1, -weight, weight)
-        counts += np.bincount(rows * self._dim + buckets, weights=signs, minlength=counts.size)
 
     def __repr__(self) -> str:
         return f"HashingEmbedder(dim={self._dim}, ngram_sizes={self._sizes})"
