@@ -30,7 +30,12 @@ OPENABLE = ("Fridge_bar_1", "Microwave_bar_1", "Cabinet_bar_1", "Cabinet_bar_2")
 CHANGEABLE = ("Apple_bar_1", "Mug_bar_1", "Mug_bar_2")
 
 GAMES = {  # name -> (task type, object type, receptacle type, task sentence)
-    "cool_apple": ("pick_cool_then_place_in_recep", "Apple", "CounterTop", "Put a cold apple on the counter."),
+    "cool_apple": (
+        "pick_cool_then_place_in_recep",
+        "Apple",
+        "CounterTop",
+        "Put a cold apple on the counter.",
+    ),
     "clean_mug": ("pick_clean_then_place_in_recep", "Mug", "DiningTable", "Put a clean mug on the table."),
     "place_knife": ("pick_and_place_simple", "Knife", "DiningTable", "Put a knife on the dining table."),
 }
@@ -42,8 +47,13 @@ def _problem(task_type: str, obj: str, recep: str) -> str:
     locations = {r: f"loc_bar_{i}" for i, r in enumerate(RECEPTACLES)}
     otypes = sorted({t for t, _ in OBJECTS.values()})
     rtypes = sorted(set(RECEPTACLES.values()))
-    lines = ["(define (problem handwritten_kitchen)", "(:domain alfred)", "(:objects", "agent1 - agent",
-             "loc_bar_start - location"]
+    lines = [
+        "(define (problem handwritten_kitchen)",
+        "(:domain alfred)",
+        "(:objects",
+        "agent1 - agent",
+        "loc_bar_start - location",
+    ]
     lines += [f"{t}Type - otype" for t in otypes] + [f"{t}Type - rtype" for t in rtypes]
     lines += [f"{o} - object" for o in OBJECTS] + [f"{r} - receptacle" for r in RECEPTACLES]
     lines += [f"{loc} - location" for loc in locations.values()] + [")"]
@@ -52,8 +62,12 @@ def _problem(task_type: str, obj: str, recep: str) -> str:
         init += [f"(receptacleType {r} {t}Type)", f"(receptacleAtLocation {r} {locations[r]})"]
     init += [f"(openable {r})" for r in OPENABLE]
     for o, (t, where) in OBJECTS.items():
-        init += [f"(objectType {o} {t}Type)", f"(pickupable {o})", f"(inReceptacle {o} {where})",
-                 f"(objectAtLocation {o} {locations[where]})"]
+        init += [
+            f"(objectType {o} {t}Type)",
+            f"(pickupable {o})",
+            f"(inReceptacle {o} {where})",
+            f"(objectAtLocation {o} {locations[where]})",
+        ]
     for o in CHANGEABLE:
         init += [f"(coolable {o})", f"(heatable {o})", f"(cleanable {o})"]
     init += [f"(canContain {rt}Type {ot}Type)" for rt in rtypes for ot in otypes] + [")"]
@@ -72,8 +86,13 @@ def write_games(root: Path) -> list[str]:
         folder.mkdir(parents=True, exist_ok=True)
         traj = {
             "task_type": task_type,
-            "pddl_params": {"object_target": obj, "parent_target": recep, "mrecep_target": "",
-                            "toggle_target": "", "object_sliced": False},
+            "pddl_params": {
+                "object_target": obj,
+                "parent_target": recep,
+                "mrecep_target": "",
+                "toggle_target": "",
+                "object_sliced": False,
+            },
         }
         game = {
             "pddl_domain": Path(ALFRED_PDDL_PATH).read_text(),

@@ -21,8 +21,9 @@ class ScriptedPolicy:
         return str(admissible[0]) if admissible else self.fallback
 
 
-def run_episode(env: gym.Env, policy: ScriptedPolicy, *, seed: int = 0, options: dict | None = None,
-                max_steps: int = 60) -> tuple[float, bool, int, dict[str, Any]]:
+def run_episode(
+    env: gym.Env, policy: ScriptedPolicy, *, seed: int = 0, options: dict | None = None, max_steps: int = 60
+) -> tuple[float, bool, int, dict[str, Any]]:
     """Play one episode; return (last reward, success, steps, last info)."""
     obs, info = env.reset(seed=seed, options=options)
     reward, steps = 0.0, 0

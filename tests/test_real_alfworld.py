@@ -38,7 +38,9 @@ def test_first_state_has_the_simulated_format(games: list[str]) -> None:
     env = ALFWorldRealEnv(games)
     obs, info = env.reset(seed=0, options={"game_index": 0})
     first, second = obs.splitlines()
-    assert first.startswith("You are in the middle of a room. Looking quickly around you, you see a cabinet 2")
+    assert first.startswith(
+        "You are in the middle of a room. Looking quickly around you, you see a cabinet 2"
+    )
     assert second == f"Your task is to: {info['task']}"
     assert parse_alfworld_goal(info["task"])["task_type"] == "pick_cool_then_place_in_recep"
     assert "go to fridge 1" in info["admissible_actions"] and info["expert_plan"]

@@ -28,8 +28,18 @@ ITEM = (
     "Bright Citrus Deodorant by Earth Mama [SEP] Price: $10.99 [SEP] Rating: N.A. [SEP] Description [SEP] "
     "Features [SEP] Reviews [SEP] Buy Now"
 )
-ITEM_CLICKABLES = ["back to search", "< prev", "assorted scents", "bright citrus", "travel set (4-pack)",
-                   "3 ounce (pack of 1)", "description", "features", "reviews", "buy now"]
+ITEM_CLICKABLES = [
+    "back to search",
+    "< prev",
+    "assorted scents",
+    "bright citrus",
+    "travel set (4-pack)",
+    "3 ounce (pack of 1)",
+    "description",
+    "features",
+    "reviews",
+    "buy now",
+]
 
 
 def test_clean_game_text_drops_alfworld_banner() -> None:
@@ -40,7 +50,10 @@ def test_clean_game_text_drops_alfworld_banner() -> None:
 def test_webshop_search_page() -> None:
     page = parse_webshop_text(f"WebShop [SEP] Instruction: [SEP] {INSTR} [SEP] Search")
     assert page.kind == "search" and page.instruction == INSTR
-    assert webshop_page_to_state(page, instruction=INSTR) == f"WebShop | search page\nInstruction: {INSTR}\n[Search]"
+    assert (
+        webshop_page_to_state(page, instruction=INSTR)
+        == f"WebShop | search page\nInstruction: {INSTR}\n[Search]"
+    )
 
 
 def test_webshop_results_page_lists_products_in_sim_format() -> None:
@@ -55,10 +68,14 @@ def test_webshop_results_page_lists_products_in_sim_format() -> None:
 def test_webshop_item_page_separates_option_groups_using_clickables() -> None:
     page = parse_webshop_text(ITEM, ITEM_CLICKABLES)
     assert page.kind == "item"
-    assert page.options == {"scent": ["assorted scents", "bright citrus"],
-                            "size": ["travel set (4-pack)", "3 ounce (pack of 1)"]}
+    assert page.options == {
+        "scent": ["assorted scents", "bright citrus"],
+        "size": ["travel set (4-pack)", "3 ounce (pack of 1)"],
+    }
     assert page.title == "Bright Citrus Deodorant by Earth Mama" and page.price == "$10.99"
-    state = webshop_page_to_state(page, instruction=INSTR, asin="B078GWRC1J", selected={"scent": "bright citrus"})
+    state = webshop_page_to_state(
+        page, instruction=INSTR, asin="B078GWRC1J", selected={"scent": "bright citrus"}
+    )
     assert state.splitlines()[0] == "WebShop | item B078GWRC1J"
     assert "scent: [assorted scents] [bright citrus]" in state
     assert "Selected: scent=bright citrus" in state and state.endswith("[Buy Now]")
@@ -72,25 +89,38 @@ def test_webshop_done_page() -> None:
     assert state.startswith("WebShop | purchase complete") and "Reward: 0.75" in state
 
 
-def _node(node_id: str, role: str, name: str = "", children: tuple[str, ...] = (), bid: str | None = None,
-          ignored: bool = False) -> dict:
-    node = {"nodeId": node_id, "role": {"value": role}, "name": {"value": name}, "childIds": list(children),
-            "ignored": ignored}
+def _node(
+    node_id: str,
+    role: str,
+    name: str = "",
+    children: tuple[str, ...] = (),
+    bid: str | None = None,
+    ignored: bool = False,
+) -> dict:
+    node = {
+        "nodeId": node_id,
+        "role": {"value": role},
+        "name": {"value": name},
+        "childIds": list(children),
+        "ignored": ignored,
+    }
     if bid:
         node["browsergym_id"] = bid
     return node
 
 
-AXTREE = {"nodes": [
-    _node("1", "RootWebArea", "Shop", ("2", "3", "6", "8")),
-    _node("2", "heading", "Shop", ("2a",), bid="4"),
-    _node("2a", "StaticText", "Shop"),
-    _node("3", "generic", "", ("4", "5")),
-    _node("4", "button", "Add to Cart", bid="12"),
-    _node("5", "StaticText", "Total: $12"),
-    _node("6", "textbox", "", bid="13"),
-    _node("8", "link", "It's here", bid="14", ignored=True),
-]}
+AXTREE = {
+    "nodes": [
+        _node("1", "RootWebArea", "Shop", ("2", "3", "6", "8")),
+        _node("2", "heading", "Shop", ("2a",), bid="4"),
+        _node("2a", "StaticText", "Shop"),
+        _node("3", "generic", "", ("4", "5")),
+        _node("4", "button", "Add to Cart", bid="12"),
+        _node("5", "StaticText", "Total: $12"),
+        _node("6", "textbox", "", bid="13"),
+        _node("8", "link", "It's here", bid="14", ignored=True),
+    ]
+}
 
 
 def test_axtree_listing_uses_bids_and_drops_containers() -> None:
@@ -113,10 +143,15 @@ def test_axtree_visible_only_filters_by_visibility() -> None:
 
 
 def test_llm_extractor_sends_domain_format_and_parses_answer() -> None:
-    backend = ScriptedBackend([json.dumps({"state": "WebShop | search page\nInstruction: x\n[Search]"}), "garbage"])
+    backend = ScriptedBackend(
+        [json.dumps({"state": "WebShop | search page\nInstruction: x\n[Search]"}), "garbage"]
+    )
     extractor = LLMStateExtractor(backend, "webshop")
     assert extractor("<html>raw</html>").startswith("WebShop | search page")
     request = backend.requests[0]
-    assert "State format" in request.messages[0]["content"] and request.messages[1]["content"] == "<html>raw</html>"
+    assert (
+        "State format" in request.messages[0]["content"]
+        and request.messages[1]["content"] == "<html>raw</html>"
+    )
     with pytest.raises(ResponseFormatError):
         extractor("<html>again</html>")

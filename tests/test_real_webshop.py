@@ -27,8 +27,16 @@ class FakeWebShop:
         clickables = {
             "search": ["search"],
             "results": ["back to search", "next >", "b078gwrc1j"],
-            "item": ["back to search", "< prev", "assorted scents", "bright citrus", "description", "features",
-                     "reviews", "buy now"],
+            "item": [
+                "back to search",
+                "< prev",
+                "assorted scents",
+                "bright citrus",
+                "description",
+                "features",
+                "reviews",
+                "buy now",
+            ],
             "done": [],
         }[self.page]
         return {"has_search_bar": self.page == "search", "clickables": clickables}
@@ -43,12 +51,26 @@ class FakeWebShop:
             self.page = "done"
             return "Thank you for shopping with us! [SEP] Your code: [SEP] None", 0.5, True, None
         if self.page == "results":
-            return (f"{head} [SEP] Page 1 (Total results: 50) [SEP] Next > [SEP] B078GWRC1J [SEP] "
-                    "Bright Citrus Deodorant [SEP] $10.99"), 0.0, False, None
+            return (
+                (
+                    f"{head} [SEP] Page 1 (Total results: 50) [SEP] Next > [SEP] B078GWRC1J [SEP] "
+                    "Bright Citrus Deodorant [SEP] $10.99"
+                ),
+                0.0,
+                False,
+                None,
+            )
         if self.page == "item":
-            return (f"{head} [SEP] < Prev [SEP] scent [SEP] assorted scents [SEP] bright citrus [SEP] "
+            return (
+                (
+                    f"{head} [SEP] < Prev [SEP] scent [SEP] assorted scents [SEP] bright citrus [SEP] "
                     "Bright Citrus Deodorant [SEP] Price: $10.99 [SEP] Rating: N.A. [SEP] Description [SEP] "
-                    "Features [SEP] Reviews [SEP] Buy Now"), 0.0, False, None
+                    "Features [SEP] Reviews [SEP] Buy Now"
+                ),
+                0.0,
+                False,
+                None,
+            )
         return f"WebShop [SEP] Instruction: [SEP] {INSTR} [SEP] Search", 0.0, False, None
 
 
@@ -56,10 +78,17 @@ def test_webshop_episode_maps_pages_tracks_state_and_passes_reward_through() -> 
     env = WebShopRealEnv(FakeWebShop(), sessions=[7])
     obs, info = env.reset(seed=0)
     assert obs == f"WebShop | search page\nInstruction: {INSTR}\n[Search]"
-    assert info["task_id"] == "webshop-session-7" and info["admissible_actions"] == [] and info["source"] == "real"
+    assert (
+        info["task_id"] == "webshop-session-7"
+        and info["admissible_actions"] == []
+        and info["source"] == "real"
+    )
     obs, *_, info = env.step("search[deodorant sensitive skin]")
     assert obs.startswith('WebShop | results for "deodorant sensitive skin" | page 1 (50 results)')
-    assert "click[B078GWRC1J]" in info["admissible_actions"] and "click[Back to Search]" in info["admissible_actions"]
+    assert (
+        "click[B078GWRC1J]" in info["admissible_actions"]
+        and "click[Back to Search]" in info["admissible_actions"]
+    )
     obs, *_ = env.step("click[B078GWRC1J]")
     assert obs.startswith("WebShop | item B078GWRC1J") and "scent: [assorted scents] [bright citrus]" in obs
     obs, *_ = env.step("click[bright citrus]")

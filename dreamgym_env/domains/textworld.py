@@ -1,4 +1,4 @@
-"""TextWorld: procedurally generated text adventures (Côté et al., 2018), the domain whose real games run anywhere.
+"""TextWorld: generated text adventures (Côté et al., 2018), the domain whose real games run anywhere.
 
 TextWorld generates its games locally (``tw-make``), so it is the domain where the simulator and the
 real engine can always be compared side by side: :func:`dreamgym_env.real.textworld.tasks_from_games`
@@ -71,7 +71,16 @@ Y, "drop/put/insert/eat X..." for carried things, "unlock X with K" when carryin
 "look", "inventory"."""
 
 # Rooms, furniture and portable things a generated start room draws from (TextWorld's usual vocabulary).
-_ROOMS: tuple[str, ...] = ("kitchen", "bedroom", "bathroom", "living room", "pantry", "study", "garage", "attic")
+_ROOMS: tuple[str, ...] = (
+    "kitchen",
+    "bedroom",
+    "bathroom",
+    "living room",
+    "pantry",
+    "study",
+    "garage",
+    "attic",
+)
 _CONTAINERS: tuple[str, ...] = ("chest", "box", "cabinet", "locker", "crate", "safe")
 _SUPPORTERS: tuple[str, ...] = ("table", "shelf", "counter", "desk", "workbench", "stand")
 _OBJECTS: tuple[str, ...] = ("key", "apple", "book", "lamp", "coin", "carrot", "knife", "map", "mug", "shoe")
@@ -175,6 +184,12 @@ _SEED_QUESTS: tuple[tuple[str, dict[str, str]], ...] = (
     ("take the carrot, go north and put it on the counter.", {"object": "carrot", "room": "pantry"}),
     ("go west, then south, and drop the mug in the kitchen.", {"object": "mug", "room": "kitchen"}),
     ("examine the lamp on the desk, then take it.", {"object": "lamp", "room": "bedroom"}),
-    ("open the locker, take the shoe out of it and put it on the stand.", {"object": "shoe", "room": "garage"}),
-    ("take the knife from the workbench and insert it into the crate.", {"object": "knife", "room": "garage"}),
+    (
+        "open the locker, take the shoe out of it and put it on the stand.",
+        {"object": "shoe", "room": "garage"},
+    ),
+    (
+        "take the knife from the workbench and insert it into the crate.",
+        {"object": "knife", "room": "garage"},
+    ),
 )

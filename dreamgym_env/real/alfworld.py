@@ -34,7 +34,8 @@ def find_alfworld_games(root: PathLike | None = None, split: str | None = None) 
         data = os.environ.get("ALFWORLD_DATA")
         if not data:
             raise DreamGymError(
-                "No ALFWorld games: pass game_files=[...] or data_path=..., or set ALFWORLD_DATA to the folder "
+                "No ALFWorld games: pass game_files=[...] or data_path=..., or set ALFWORLD_DATA to the "
+                "folder "
                 "`alfworld-download` filled."
             )
         root = Path(data) / "json_2.1.1"
@@ -46,7 +47,7 @@ def find_alfworld_games(root: PathLike | None = None, split: str | None = None) 
 
 
 class ALFWorldRealEnv(TextGameEnv):
-    """ALFWorld's real text games, observed exactly like ``DreamGym/ALFWorld-v0``.
+    r"""ALFWorld's real text games, observed exactly like ``DreamGym/ALFWorld-v0``.
 
     ## Description
     Plays ALFWorld game files (``game.tw-pddl``, ALFRED's PDDL domain run by TextWorld) with ALFWorld's
@@ -112,8 +113,11 @@ class ALFWorldRealEnv(TextGameEnv):
     def _make_task(self, game: str, game_state: Mapping[str, Any], state: str) -> Task:
         match = _TASK_LINE.search(state)
         instruction = match.group(1).strip() if match else ""
-        metadata: dict[str, Any] = {**(parse_alfworld_goal(instruction) or {}), "game_file": game,
-                                    "initial_observation": state}
+        metadata: dict[str, Any] = {
+            **(parse_alfworld_goal(instruction) or {}),
+            "game_file": game,
+            "initial_observation": state,
+        }
         return Task(
             task_id=f"alfworld-{Path(game).parent.name}",
             domain="alfworld",

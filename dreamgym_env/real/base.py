@@ -97,7 +97,9 @@ class RealTextEnv(gym.Env[str, str]):
         if self.max_steps < 1:
             raise DreamGymError(f"max_steps must be at least 1, got {self.max_steps}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise DreamGymError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+            raise DreamGymError(
+                f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}"
+            )
         self.render_mode = render_mode
         self.max_state_chars = max_state_chars
         self.max_action_chars = max_action_chars
@@ -125,7 +127,9 @@ class RealTextEnv(gym.Env[str, str]):
         """Release the engine (browser, game process); called by :meth:`close`."""
 
     # ------------------------------------------------------------------ gymnasium API
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         """Start a real episode; ``options`` are engine-specific (see the subclass)."""
         super().reset(seed=seed)
         start = self._real_reset(dict(options or {}))
@@ -142,10 +146,13 @@ class RealTextEnv(gym.Env[str, str]):
         if self._task is None:
             raise DreamGymError("Call reset() before step().")
         if self._ended:
-            raise DreamGymError("The episode has ended (terminated or truncated); call reset() to start another.")
+            raise DreamGymError(
+                "The episode has ended (terminated or truncated); call reset() to start another."
+            )
         if not isinstance(action, str):
             raise InvalidActionError(
-                f"Actions are strings in the {self.domain.name} grammar, got {type(action).__name__}: {action!r}. "
+                f"Actions are strings in the {self.domain.name} grammar, "
+                f"got {type(action).__name__}: {action!r}. "
                 f"{self.domain.action_help}"
             )
         self._step += 1
@@ -168,7 +175,9 @@ class RealTextEnv(gym.Env[str, str]):
         """``ansi``: return the task and current state; ``human``: print them."""
         if self.render_mode is None:
             return None
-        text = f"Task: {self._task.instruction if self._task else '(not reset)'}\nStep {self._step}\n{self._obs}"
+        text = (
+            f"Task: {self._task.instruction if self._task else '(not reset)'}\nStep {self._step}\n{self._obs}"
+        )
         if self.render_mode == "human":
             print(text)
             return None
@@ -198,7 +207,9 @@ class RealTextEnv(gym.Env[str, str]):
             return f"The action is empty. {self.domain.action_help}"
         if len(action) > self.max_action_chars:
             return f"The action has {len(action)} characters; at most {self.max_action_chars} are accepted."
-        if action in self._admissible:  # the engine lists it: valid even where the grammar is narrower ("help")
+        if (
+            action in self._admissible
+        ):  # the engine lists it: valid even where the grammar is narrower ("help")
             return None
         return self.domain.validate_action(action, self._admissible)
 

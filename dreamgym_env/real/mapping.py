@@ -106,7 +106,9 @@ def parse_webshop_text(observation: str, clickables: Iterable[str] = ()) -> WebS
     else:
         rest = list(segments)
     if any(s.startswith("Thank you for shopping with us") for s in segments):
-        return WebShopPage(kind="done", instruction=_done_goal(segments) or instruction, text=" | ".join(segments))
+        return WebShopPage(
+            kind="done", instruction=_done_goal(segments) or instruction, text=" | ".join(segments)
+        )
     buttons = [s for s in rest[:3] if s in ("Back to Search", "< Prev", "Next >")]
     if rest == ["Search"] or (segments[:1] == ["WebShop"] and rest[-1:] == ["Search"]):
         return WebShopPage(kind="search", instruction=instruction)
@@ -188,7 +190,11 @@ def webshop_page_to_state(
         )
     if page.kind == "done":
         chosen = ", ".join(f"{k}={v}" for k, v in (selected or {}).items()) or "none"
-        lines = ["WebShop | purchase complete", f"Instruction: {instruction}", f"Bought: {asin} | options: {chosen}"]
+        lines = [
+            "WebShop | purchase complete",
+            f"Instruction: {instruction}",
+            f"Bought: {asin} | options: {chosen}",
+        ]
         if reward is not None:
             lines.append(f"Reward: {reward:.2f}")
         return "\n".join(lines)
@@ -201,16 +207,59 @@ def webshop_page_to_state(
 # --------------------------------------------------------------------------------------------------
 
 AXTREE_SKIPPED_ROLES: frozenset[str] = frozenset(
-    {"none", "generic", "presentation", "LineBreak", "InlineTextBox", "ListMarker", "group", "paragraph",
-     "list", "listitem", "Section", "div", "RootWebArea", "WebArea", "ignored", "main", "navigation",
-     "banner", "contentinfo", "region", "article", "form", "table", "rowgroup", "row", "LayoutTable",
-     "LayoutTableRow", "LayoutTableCell"}
+    {
+        "none",
+        "generic",
+        "presentation",
+        "LineBreak",
+        "InlineTextBox",
+        "ListMarker",
+        "group",
+        "paragraph",
+        "list",
+        "listitem",
+        "Section",
+        "div",
+        "RootWebArea",
+        "WebArea",
+        "ignored",
+        "main",
+        "navigation",
+        "banner",
+        "contentinfo",
+        "region",
+        "article",
+        "form",
+        "table",
+        "rowgroup",
+        "row",
+        "LayoutTable",
+        "LayoutTableRow",
+        "LayoutTableCell",
+    }
 )
 """Container roles left out of the listing: their children carry the meaning (as in the paper's state)."""
 
 _INTERACTIVE = frozenset(
-    {"button", "link", "textbox", "searchbox", "combobox", "checkbox", "radio", "menuitem", "tab", "option",
-     "slider", "spinbutton", "switch", "listbox", "menuitemcheckbox", "menuitemradio", "treeitem"}
+    {
+        "button",
+        "link",
+        "textbox",
+        "searchbox",
+        "combobox",
+        "checkbox",
+        "radio",
+        "menuitem",
+        "tab",
+        "option",
+        "slider",
+        "spinbutton",
+        "switch",
+        "listbox",
+        "menuitemcheckbox",
+        "menuitemradio",
+        "treeitem",
+    }
 )
 
 
@@ -254,9 +303,9 @@ def axtree_to_state(
     """
     nodes = list(axtree.get("nodes", []))
     by_id = {str(n.get("nodeId")): n for n in nodes}
-    lines = [
-        f"Tab {i}{' (current)' if i == active_index else ''}: {t}" for i, t in enumerate(titles)
-    ] or ["Tab 0 (current): "]
+    lines = [f"Tab {i}{' (current)' if i == active_index else ''}: {t}" for i, t in enumerate(titles)] or [
+        "Tab 0 (current): "
+    ]
     lines.append(f"URL: {url}")
     count = 0
 
@@ -348,7 +397,9 @@ class LLMStateExtractor:
                 f"The extraction model did not answer {{'state': str}}: {e}", raw_output=completion.text
             ) from e
         if not isinstance(state, str) or not state.strip():
-            raise ResponseFormatError("The extraction model returned an empty state.", raw_output=completion.text)
+            raise ResponseFormatError(
+                "The extraction model returned an empty state.", raw_output=completion.text
+            )
         return state.strip()
 
     def __call__(self, raw: str) -> str:

@@ -7,6 +7,7 @@ games run on the same engine.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -61,7 +62,9 @@ class TextGameEnv(RealTextEnv):
         super().__init__(domain, **kwargs)
         self.game_files = [str(Path(f)) for f in game_files]
         if not self.game_files:
-            raise DreamGymError(f"No game files given for {self.domain.env_id}'s real counterpart; pass game_files=[...].")
+            raise DreamGymError(
+                f"No game files given for {self.domain.env_id}'s real counterpart; pass game_files=[...]."
+            )
         missing = [f for f in self.game_files if not os.path.isfile(f)]
         if missing:
             raise DreamGymError(f"Game files not found: {missing[:5]}{' ...' if len(missing) > 5 else ''}")
@@ -72,8 +75,14 @@ class TextGameEnv(RealTextEnv):
     # -------------------------------------------------------------- engine-specific parts
     def _request_infos(self, textworld: Any) -> Any:
         return textworld.EnvInfos(
-            won=True, lost=True, admissible_commands=True, policy_commands=True, description=True, objective=True,
-            score=True, max_score=True,
+            won=True,
+            lost=True,
+            admissible_commands=True,
+            policy_commands=True,
+            description=True,
+            objective=True,
+            score=True,
+            max_score=True,
         )
 
     def _wrappers(self) -> list[Callable[..., Any]]:
@@ -126,8 +135,12 @@ class TextGameEnv(RealTextEnv):
             done=bool(done),
             success=won,
             admissible_actions=list(game_state["admissible_commands"] or []),
-            extra={"expert_plan": self._expert_plan(game_state), "score": float(score or 0.0), "won": won,
-                   "lost": bool(game_state.get("lost") or False)},
+            extra={
+                "expert_plan": self._expert_plan(game_state),
+                "score": float(score or 0.0),
+                "won": won,
+                "lost": bool(game_state.get("lost") or False),
+            },
         )
 
     def _real_close(self) -> None:
@@ -193,11 +206,13 @@ def make_games(
         Paths of the ``.z8`` game files.
     """
     textworld = import_textworld()
-    import textworld.challenges
+    challenges = importlib.import_module("textworld.challenges")
 
-    if challenge not in textworld.challenges.CHALLENGES:
-        raise DreamGymError(f"Unknown TextWorld challenge {challenge!r}; available: {sorted(textworld.challenges.CHALLENGES)}")
-    make_game = textworld.challenges.CHALLENGES[challenge][1]
+    if challenge not in challenges.CHALLENGES:
+        raise DreamGymError(
+            f"Unknown TextWorld challenge {challenge!r}; available: {sorted(challenges.CHALLENGES)}"
+        )
+    make_game = challenges.CHALLENGES[challenge][1]
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     chosen = {"rewards": "sparse", "goal": "detailed", "test": False, **dict(settings or {})}
@@ -225,7 +240,11 @@ def tasks_from_games(game_files: Sequence[PathLike]) -> list[Task]:
         for game in env.game_files:
             obs, info = env.reset(options={"game_file": game})
             assert env.task is not None
-            meta = {**env.task.metadata, "initial_observation": obs, "initial_admissible": info["admissible_actions"]}
+            meta = {
+                **env.task.metadata,
+                "initial_observation": obs,
+                "initial_admissible": info["admissible_actions"],
+            }
             tasks.append(env.task.model_copy(update={"metadata": meta}))
         return tasks
     finally:

@@ -61,8 +61,13 @@ def use_system_chromium(executable: str, flags: Sequence[str] = DEFAULT_CHROMIUM
     import playwright
 
     browsers = Path(playwright.__file__).parent / "driver" / "package" / "browsers.json"
-    revision = next(b["revision"] for b in json.loads(browsers.read_text())["browsers"] if b["name"] == "chromium")
-    root = Path(os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or Path(tempfile.gettempdir()) / f"dreamgym-playwright-{os.getuid()}")
+    revision = next(
+        b["revision"] for b in json.loads(browsers.read_text())["browsers"] if b["name"] == "chromium"
+    )
+    root = Path(
+        os.environ.get("PLAYWRIGHT_BROWSERS_PATH")
+        or Path(tempfile.gettempdir()) / f"dreamgym-playwright-{os.getuid()}"
+    )
     os.environ.setdefault("PLAYWRIGHT_BROWSERS_PATH", str(root))
     launcher = root / f"chromium-{revision}" / "chrome-linux" / "chrome"
     script = "#!/bin/sh\nexec " + " ".join(shlex.quote(a) for a in [executable, *flags]) + ' "$@"\n'
@@ -143,7 +148,9 @@ class BrowserGymRealEnv(RealTextEnv):
         self.task_entrypoint = task_entrypoint
         self.task_kwargs = dict(task_kwargs or {})
         if not (self.tasks or start_url or task_entrypoint):
-            raise DreamGymError("Give tasks=[...], start_url=... (with goal=...), or task_entrypoint=... to play.")
+            raise DreamGymError(
+                "Give tasks=[...], start_url=... (with goal=...), or task_entrypoint=... to play."
+            )
         self.executable_path = executable_path
         self.chromium_flags = list(chromium_flags)
         self.headless = headless
@@ -182,13 +189,22 @@ class BrowserGymRealEnv(RealTextEnv):
             first = self.webarena.resolve_url(url.split("|AND|")[0])
             return task, None, {"start_url": first, "goal": task.instruction}
         if self.task_entrypoint is not None:
-            task = Task(task_id=f"browsergym-{getattr(self.task_entrypoint, '__name__', 'task')}", domain="webarena",
-                        instruction=self.goal, source="browsergym")
+            task = Task(
+                task_id=f"browsergym-{getattr(self.task_entrypoint, '__name__', 'task')}",
+                domain="webarena",
+                instruction=self.goal,
+                source="browsergym",
+            )
             return task, self.task_entrypoint, self.task_kwargs
         url = str(options.get("start_url") or self.start_url)
         goal = str(options.get("goal") or self.goal)
-        task = Task(task_id=f"openended-{url}", domain="webarena", instruction=goal,
-                    metadata={"start_url": url}, source="browsergym")
+        task = Task(
+            task_id=f"openended-{url}",
+            domain="webarena",
+            instruction=goal,
+            metadata={"start_url": url},
+            source="browsergym",
+        )
         return task, None, {"start_url": url, "goal": goal}
 
     def _real_reset(self, options: dict[str, Any]) -> RealReset:

@@ -96,8 +96,10 @@ class WebShopRealEnv(RealTextEnv):
                 from web_agent_site.envs.web_agent_text_env import WebAgentTextEnv
             except ImportError as e:
                 raise DependencyNotInstalled(
-                    "web_agent_site", "real", "DreamGym/WebShop-Real-v0 (install WebShop from its repository "
-                    "and put it on PYTHONPATH; it is not on PyPI)"
+                    "web_agent_site",
+                    "real",
+                    "DreamGym/WebShop-Real-v0 (install WebShop from its repository "
+                    "and put it on PYTHONPATH; it is not on PyPI)",
                 ) from e
             self._engine = WebAgentTextEnv(observation_mode="text", **self._engine_kwargs)
         return self._engine
@@ -175,12 +177,15 @@ class WebShopRealEnv(RealTextEnv):
             reward=reward,
         )
         # The simulator lists click[...] for each bracketed element and nothing on the search page.
-        admissible = [] if page.kind in ("search", "done") else [f"click[{_display(c, state)}]" for c in clickables
-                                                                   if c.lower() != "search"]
+        admissible = (
+            []
+            if page.kind in ("search", "done")
+            else [f"click[{_display(c, state)}]" for c in clickables if c.lower() != "search"]
+        )
         return state, admissible
 
 
 def _display(clickable: str, state: str) -> str:
-    """A lower-cased WebShop clickable written as the page shows it (``back to search`` -> ``Back to Search``)."""
+    """A lower-cased WebShop clickable as the page writes it (``back to search`` -> ``Back to Search``)."""
     match = re.search(r"\[(" + re.escape(clickable) + r")\]", state, re.IGNORECASE)
     return match.group(1) if match else clickable

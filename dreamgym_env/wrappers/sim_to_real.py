@@ -111,7 +111,9 @@ class SimToRealEnv(gym.Env[str, str]):
         self.retriever = retriever
         self.render_mode = render_mode
         self.observation_space = FreeText(
-            max_length=max(self.sim_env.observation_space.max_length, self.real_env.observation_space.max_length)
+            max_length=max(
+                self.sim_env.observation_space.max_length, self.real_env.observation_space.max_length
+            )
         )
         # An action must be accepted by both envs.
         self.action_space = FreeText(
@@ -126,7 +128,7 @@ class SimToRealEnv(gym.Env[str, str]):
 
     # ------------------------------------------------------------------ caller's signal
     def use(self, phase: Phase | None) -> None:
-        """Play the next episodes in ``"sim"`` or ``"real"``; ``None`` hands the choice back to the schedule."""
+        """Play the next episodes in ``"sim"`` or ``"real"``; ``None`` lets the schedule choose again."""
         if phase not in ("sim", "real", None):
             raise ConfigError(f"phase must be 'sim', 'real' or None, got {phase!r}")
         self._forced = phase
@@ -142,7 +144,9 @@ class SimToRealEnv(gym.Env[str, str]):
         return self.real_env if self._phase == "real" else self.sim_env
 
     # ------------------------------------------------------------------ gymnasium API
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         """Choose the env for this episode (caller's signal first, else the schedule) and reset it."""
         super().reset(seed=seed)
         if seed is not None:  # each sub-env is seeded once from the same seed, on its next reset
