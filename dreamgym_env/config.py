@@ -53,6 +53,12 @@ class BackendConfig(BaseModel):
     temperature: float = Field(0.7, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
     max_tokens: int = Field(1024, ge=1, description="Generation budget for one transition.")
+    send_seed: bool = Field(
+        False,
+        description="Send each request's seed (drawn from the env's RNG) as vLLM's per-request `seed`, making "
+        "sampling repeatable on GPU servers. Off by default: vLLM's CPU build (0.32) crashes its engine on a "
+        "seeded request whose prompt is prefilled in chunks.",
+    )
     extra_body: dict[str, Any] = Field(default_factory=dict, description="Extra request fields for the server.")
 
     @field_validator("base_url", mode="before")

@@ -97,7 +97,7 @@ class OpenAIBackend(Backend):
                 "json_schema": {"name": request.schema_name, "schema": request.json_schema, "strict": True},
             },
         }
-        if request.seed is not None:
+        if cfg.send_seed and request.seed is not None:
             kwargs["seed"] = request.seed
         if cfg.extra_body:
             kwargs["extra_body"] = dict(cfg.extra_body)

@@ -34,6 +34,7 @@ class VLLMEngineBackend(Backend):
         model: A model directory or hub name (``vllm.LLM(model=...)``).
         temperature, top_p, max_tokens: Sampling settings, as for the HTTP backend.
         batch_window_s: How long the first request of a batch waits for others to join.
+        send_seed: Use each request's seed for sampling (see ``BackendConfig.send_seed``).
         engine_kwargs: Passed to ``vllm.LLM`` (``max_model_len``, ``dtype``, ``tensor_parallel_size``...).
     """
 
@@ -45,6 +46,7 @@ class VLLMEngineBackend(Backend):
         top_p: float = 1.0,
         max_tokens: int = 1024,
         batch_window_s: float = 0.002,
+        send_seed: bool = False,
         **engine_kwargs: Any,
     ) -> None:
         if not model:
@@ -54,6 +56,7 @@ class VLLMEngineBackend(Backend):
         self.top_p = top_p
         self.max_tokens = max_tokens
         self.batch_window_s = batch_window_s
+        self.send_seed = send_seed
         self.engine_kwargs = engine_kwargs
         self._llm: Any = None
         self._engine_lock = threading.Lock()
@@ -68,6 +71,7 @@ class VLLMEngineBackend(Backend):
             temperature=config.temperature,
             top_p=config.top_p,
             max_tokens=config.max_tokens,
+            send_seed=config.send_seed,
             **config.extra_body,
         )
 
@@ -125,7 +129,7 @@ class VLLMEngineBackend(Backend):
                     temperature=self.temperature,
                     top_p=self.top_p,
                     max_tokens=self.max_tokens,
-                    seed=r.seed,
+                    seed=r.seed if self.send_seed else None,
                     structured_outputs=StructuredOutputsParams(json=r.json_schema),
                 )
                 for r in requests
