@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.errors import DataFormatError, DependencyNotInstalled, DomainError
@@ -387,7 +388,7 @@ def _show(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _accepted(item: dict[str, Any]) -> str:
+def _accepted(item: ErrorDetails) -> str:
     kind, loc = item["type"], item["loc"]
     if kind == "missing":
         return "required; see `dreamgym domain init` for an example"

@@ -22,10 +22,18 @@ from dreamgym_env.experience.backends.openai_http import OpenAIBackend
 
 SPEC = Path(__file__).with_name("support_desk.yaml")
 PLANS = {
-    "billing": ["view_account", "assign[billing]", "reply[We checked your account and fixed the charge.]",
-                "close[resolved]"],
-    "technical": ["set_priority[urgent]", "assign[technical]", "reply[Our engineers are on it.]",
-                  "close[resolved]"],
+    "billing": [
+        "view_account",
+        "assign[billing]",
+        "reply[We checked your account and fixed the charge.]",
+        "close[resolved]",
+    ],
+    "technical": [
+        "set_priority[urgent]",
+        "assign[technical]",
+        "reply[Our engineers are on it.]",
+        "close[resolved]",
+    ],
     "spam": ["close[spam]"],
 }
 
@@ -42,12 +50,16 @@ class Args:
 
 
 def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     for field in dataclasses.fields(Args):
         if field.type == "bool":
             parser.add_argument(f"--{field.name.replace('_', '-')}", action="store_true")
         else:
-            parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
+            parser.add_argument(
+                f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default
+            )
     return Args(**vars(parser.parse_args()))
 
 
@@ -69,7 +81,9 @@ def run(env_id: str, backend: dreamgym_env.Backend, args: Args) -> list[tuple]:
         trace.append((obs, {k: v for k, v in info.items() if k != "timing"}))
         for action in PLANS[plan]:
             obs, reward, terminated, truncated, info = env.step(action)
-            trace.append((obs, reward, terminated, truncated, {k: v for k, v in info.items() if k != "timing"}))
+            trace.append(
+                (obs, reward, terminated, truncated, {k: v for k, v in info.items() if k != "timing"})
+            )
             total += reward
             if terminated or truncated:
                 break
@@ -86,7 +100,9 @@ def main() -> None:
     if args.scripted:
         live: dreamgym_env.Backend = dreamgym_env.ScriptedBackend()
     else:
-        live = OpenAIBackend(dreamgym_env.BackendConfig(base_url=args.base_url, model=args.model, temperature=0.0))
+        live = OpenAIBackend(
+            dreamgym_env.BackendConfig(base_url=args.base_url, model=args.model, temperature=0.0)
+        )
     Path(args.recording).unlink(missing_ok=True)
     print(f"training on {env_id}, recording to {args.recording}")
     recorded = run(env_id, dreamgym_env.record(live, args.recording), args)
