@@ -92,9 +92,9 @@ def sampling_settings(backend: Backend | None) -> dict[str, Any]:
     """The settings of ``backend`` that change its answers, as they enter the recording key.
 
     Backends configured by a :class:`BackendConfig` contribute the model name, temperature, top_p,
-    max_tokens and extra request fields (not endpoints, timeouts or keys, which do not change the
-    answer). A backend may define ``sampling_settings() -> dict`` to say it itself; any other backend
-    is identified by its class name.
+    max_tokens, extra request fields and whether the request seed is sent (not endpoints, timeouts or
+    keys, which do not change the answer). A backend may define ``sampling_settings() -> dict`` to say
+    it itself; any other backend is identified by its class name.
     """
     if backend is None:
         return {}
@@ -109,6 +109,7 @@ def sampling_settings(backend: Backend | None) -> dict[str, Any]:
             "top_p": config.top_p,
             "max_tokens": config.max_tokens,
             "extra_body": config.extra_body,
+            "send_seed": config.send_seed,
         }
     return {"backend": type(backend).__name__}
 
