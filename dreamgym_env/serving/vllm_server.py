@@ -129,15 +129,26 @@ class VLLMServer:
         self.extra_args = list(extra_args)
         self.startup_timeout = startup_timeout
         self.python = str(python) if python is not None else sys.executable
-        self._workdir = Path(tempfile.mkdtemp(prefix="dreamgym-vllm-"))
-        #: The server's stdout and stderr; kept after stop() for post-mortems.
-        self.log_path = Path(log_path) if log_path is not None else self._workdir / "server.log"
+        self._log_path = Path(log_path) if log_path is not None else None
+        self._tempdir: Path | None = None
         self._env_overrides = dict(env or {})
         self.startup_seconds: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._finalizer: weakref.finalize | None = None
 
     # ---------------------------------------------------------------------------------- properties
+    @property
+    def _workdir(self) -> Path:
+        """Private temporary folder (compile cache, default log), created on first use."""
+        if self._tempdir is None:
+            self._tempdir = Path(tempfile.mkdtemp(prefix="dreamgym-vllm-"))
+        return self._tempdir
+
+    @property
+    def log_path(self) -> Path:
+        """The server's stdout and stderr; kept after :meth:`stop` for post-mortems."""
+        return self._log_path if self._log_path is not None else self._workdir / "server.log"
+
     @property
     def url(self) -> str:
         """Root URL of the server, e.g. ``http://127.0.0.1:8000``."""
@@ -289,10 +300,13 @@ class VLLMServer:
         if self._finalizer is not None:
             self._finalizer.detach()
         # The temporary folder holds the compile cache and, unless the caller chose a path, the log.
-        if self.log_path.parent == self._workdir:
-            shutil.rmtree(self._workdir / "cache", ignore_errors=True)
+        if self._tempdir is None:
+            return
+        if self._log_path is None:
+            shutil.rmtree(self._tempdir / "cache", ignore_errors=True)
         else:
-            shutil.rmtree(self._workdir, ignore_errors=True)
+            shutil.rmtree(self._tempdir, ignore_errors=True)
+            self._tempdir = None
 
     # ----------------------------------------------------------------------------- context manager
     def __enter__(self) -> VLLMServer:
