@@ -1,7 +1,8 @@
 """dreamgym_env: Gymnasium environments simulated by an LLM experience model (DreamGym).
 
-Importing the package registers ``DreamGym/WebShop-v0``, ``DreamGym/ALFWorld-v0`` and
-``DreamGym/WebArena-v0``. It imports no heavy dependency (torch, vLLM, faiss...).
+Importing the package registers the simulated ids ``DreamGym/WebShop-v0``, ``DreamGym/ALFWorld-v0``,
+``DreamGym/WebArena-v0`` and ``DreamGym/TextWorld-v0``, and the real-environment ids
+``DreamGym/<Domain>-Real-v0``. It imports no heavy dependency (torch, vLLM, faiss, alfworld...).
 """
 
 from dreamgym_env.config import BackendConfig, EnvConfig

@@ -1,4 +1,4 @@
-"""Gymnasium ids for the built-in simulated domains."""
+"""Gymnasium ids for the built-in simulated domains (and, through ``dreamgym_env.real``, the real ones)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,15 @@ BUILTIN_IDS: dict[str, str] = {
     "DreamGym/WebShop-v0": "webshop",
     "DreamGym/ALFWorld-v0": "alfworld",
     "DreamGym/WebArena-v0": "webarena",
+    "DreamGym/TextWorld-v0": "textworld",
 }
 
 
 def register_envs() -> None:
-    """Register every built-in id (idempotent, so re-imports and reloads are harmless)."""
+    """Register every built-in simulated and real id (idempotent, so re-imports are harmless)."""
+    from dreamgym_env.real import register_real_envs
+
+    register_real_envs()
     for env_id, domain in BUILTIN_IDS.items():
         if env_id in registry:
             continue

@@ -16,6 +16,7 @@ FALLBACK_ACTIONS = {
     "DreamGym/WebShop-v0": "search[waterproof boots]",
     "DreamGym/ALFWorld-v0": "look",
     "DreamGym/WebArena-v0": "click('1')",
+    "DreamGym/TextWorld-v0": "look",
 }
 # Caps that keep the smoke model's answers short and always closable within max_tokens.
 SMALL = dict(max_state_chars=300, max_reasoning_chars=160, max_admissible_actions=6, max_action_chars=40,
@@ -23,8 +24,10 @@ SMALL = dict(max_state_chars=300, max_reasoning_chars=160, max_admissible_action
 
 
 def pick_action(env_id, info):
-    actions = info["admissible_actions"]
-    return actions[0] if actions else FALLBACK_ACTIONS[env_id]
+    """The first listed action the grammar accepts (the smoke model lists nonsense), else a safe one."""
+    domain = dreamgym_env.get_domain(dreamgym_env.BUILTIN_IDS[env_id])
+    valid = [a for a in info["admissible_actions"] if domain.validate_action(a) is None]
+    return valid[0] if valid else FALLBACK_ACTIONS[env_id]
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ _BUILTIN: dict[str, str] = {
     "webshop": "dreamgym_env.domains.webshop:WebShopDomain",
     "alfworld": "dreamgym_env.domains.alfworld:ALFWorldDomain",
     "webarena": "dreamgym_env.domains.webarena:WebArenaDomain",
+    "textworld": "dreamgym_env.domains.textworld:TextWorldDomain",
 }
 _FACTORIES: dict[str, Callable[[], Domain]] = {}
 _INSTANCES: dict[str, Domain] = {}
