@@ -109,7 +109,7 @@ def test_fail_state_policy_keeps_state():
     obs0, _ = env.reset(seed=0)
     obs, reward, terminated, _, info = env.step("go[1]")
     assert obs == obs0 and reward == 0.0 and not terminated
-    assert "valid transition" in info["model_error"]
+    assert "not valid JSON" in info["model_error"]
 
 
 def test_seeded_runs_repeat():
@@ -210,3 +210,13 @@ def test_backend_failure_leaves_episode_retryable():
         env.step("go[2]")
     obs, *_, info = env.step("go[2]")
     assert info["step"] == 2 and [s.action for s in env.history] == ["go[1]", "go[2]"]
+
+
+def test_raw_control_characters_in_answers_are_dropped():
+    raw = '{"reasoning": "ok\x0f", "next_state": "Room\x01 2.\\nExit\tnorth", "admissible_actions": [], ' \
+          '"done": false, "success": false}'
+    env = make(backend=ScriptedBackend([raw]), parse_retries=0)
+    env.reset(seed=0)
+    obs, *_, info = env.step("go[2]")
+    assert obs == "Room 2.\nExit\tnorth" and info["reasoning"] == "ok"
+    assert env.observation_space.contains(obs)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -129,11 +131,37 @@ class ExperienceModel:
         return Prediction(None, completion, attempts, error, build_s, parse_s)
 
 
+# C0 control characters other than tab and newline: JSON forbids them raw inside strings, yet some
+# structured-decoding grammars let them through. They carry no text, so they are dropped, not rejected.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _load_lenient(text: str) -> object:
+    data = json.loads(text, strict=False)
+
+    def clean(value: object) -> object:
+        if isinstance(value, str):
+            return _CONTROL.sub("", value)
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        return value
+
+    return clean(data)
+
+
 def _parse(completion: Completion) -> tuple[ExperienceOutput | None, str]:
     if completion.extra.get("finish_reason") == "length":
         return None, f"the answer was cut at max_tokens ({len(completion.text)} chars)"
     try:
-        output = ExperienceOutput.model_validate_json(completion.text)
+        try:
+            output = ExperienceOutput.model_validate_json(completion.text)
+        except ValidationError:
+            output = ExperienceOutput.model_validate(_load_lenient(completion.text))
+    except json.JSONDecodeError as e:
+        snippet = completion.text[:200].replace("\n", " ")
+        return None, f"not valid JSON ({e.msg} at char {e.pos}): {snippet!r}"
     except ValidationError as e:
         snippet = completion.text[:200].replace("\n", " ")
         return None, f"not a valid transition JSON ({e.error_count()} errors, e.g. {e.errors()[0]['msg']}): {snippet!r}"
