@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 if [ -f scripts/install_real.sh ]; then
-  bash scripts/install_real.sh
+  bash scripts/install_real.sh .venv/bin/python
 fi
 # Integration tests must not skip silently for want of vLLM.
 export DREAMGYM_REQUIRE_VLLM=1
