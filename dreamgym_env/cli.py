@@ -81,9 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``dreamgym`` console script."""
+    """Entry point of the ``dreamgym`` console script; package errors print one line and exit 1."""
+    from dreamgym_env.errors import DreamGymError
+
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except DreamGymError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
