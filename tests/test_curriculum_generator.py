@@ -14,21 +14,49 @@ ARENA_PARENT = get_domain("webarena").seed_tasks()[8]  # dotfiles commits questi
 STATS = TaskStats("p", 8, 8, 0.5, 0.5, 0.25, "task")
 
 GOOD = {
-    "webshop": {"category": "fashion", "attributes": ["waterproof", "insulated"], "options": ["black", "size 9"],
-                "price_upper": 120.0, "instruction": "i need women's insulated waterproof snow boots in black, "
-                "size 9, and price lower than 120.00 dollars"},
-    "alfworld": {"task_type": "pick_heat_then_place_in_recep", "object": "egg", "target": "countertop",
-                 "instruction": "heat some egg and put it in countertop."},
-    "webarena": {"sites": ["gitlab"], "start_url": "__GITLAB__/byteblaze/dotfiles", "eval_type": "string_match",
-                 "reference": "", "instruction": "How many branches does the dotfiles repository have?"},
+    "webshop": {
+        "category": "fashion",
+        "attributes": ["waterproof", "insulated"],
+        "options": ["black", "size 9"],
+        "price_upper": 120.0,
+        "instruction": "i need women's insulated waterproof snow boots in black, "
+        "size 9, and price lower than 120.00 dollars",
+    },
+    "alfworld": {
+        "task_type": "pick_heat_then_place_in_recep",
+        "object": "egg",
+        "target": "countertop",
+        "instruction": "heat some egg and put it in countertop.",
+    },
+    "webarena": {
+        "sites": ["gitlab"],
+        "start_url": "__GITLAB__/byteblaze/dotfiles",
+        "eval_type": "string_match",
+        "reference": "",
+        "instruction": "How many branches does the dotfiles repository have?",
+    },
 }
 BAD = {
-    "webshop": {"category": "fashion", "attributes": ["qzxv"], "options": [], "price_upper": -3.0,
-                "instruction": "Ġ ĠĊĠ ĠĠĠ"},
-    "alfworld": {"task_type": "pick_heat_then_place_in_recep", "object": "sofa", "target": "moon",
-                 "instruction": "heat some sofa and put it in moon."},
-    "webarena": {"sites": ["map"], "start_url": "__GITLAB__", "eval_type": "string_match", "reference": "",
-                 "instruction": "How many branches does the dotfiles repository have?"},
+    "webshop": {
+        "category": "fashion",
+        "attributes": ["qzxv"],
+        "options": [],
+        "price_upper": -3.0,
+        "instruction": "Ġ ĠĊĠ ĠĠĠ",
+    },
+    "alfworld": {
+        "task_type": "pick_heat_then_place_in_recep",
+        "object": "sofa",
+        "target": "moon",
+        "instruction": "heat some sofa and put it in moon.",
+    },
+    "webarena": {
+        "sites": ["map"],
+        "start_url": "__GITLAB__",
+        "eval_type": "string_match",
+        "reference": "",
+        "instruction": "How many branches does the dotfiles repository have?",
+    },
 }
 PARENTS = {"webshop": WEBSHOP_PARENT, "alfworld": ALF_PARENT, "webarena": ARENA_PARENT}
 
@@ -54,10 +82,17 @@ def test_generated_metadata_follows_domain_shape():
     backend = ScriptedBackend([_answer(GOOD["webarena"]), _answer(GOOD["alfworld"])])
     gen = TaskGenerator(backend)
     arena = gen.generate([(ARENA_PARENT, STATS)], existing=[]).accepted[0]
-    assert arena.metadata == {"sites": ["gitlab"], "start_url": "__GITLAB__/byteblaze/dotfiles",
-                              "eval": {"eval_types": ["string_match"], "reference_answers": None}}
+    assert arena.metadata == {
+        "sites": ["gitlab"],
+        "start_url": "__GITLAB__/byteblaze/dotfiles",
+        "eval": {"eval_types": ["string_match"], "reference_answers": None},
+    }
     alf = gen.generate([(ALF_PARENT, STATS)], existing=[]).accepted[0]
-    assert alf.metadata == {"task_type": "pick_heat_then_place_in_recep", "object": "egg", "receptacle": "countertop"}
+    assert alf.metadata == {
+        "task_type": "pick_heat_then_place_in_recep",
+        "object": "egg",
+        "receptacle": "countertop",
+    }
     assert get_domain("alfworld").initial_state(alf, __import__("numpy").random.default_rng(0)).state
 
 
@@ -85,8 +120,13 @@ def test_unparsable_and_schema_invalid_answers_are_rejected_at_parse():
 
 
 def test_near_duplicates_of_pool_tasks_are_rejected():
-    copy = dict(GOOD["webshop"], instruction=WEBSHOP_PARENT.instruction.replace("90.00", "90.00 "),
-                attributes=["waterproof", "rubber sole"], options=["brown", "10.5"], price_upper=90.0)
+    copy = dict(
+        GOOD["webshop"],
+        instruction=WEBSHOP_PARENT.instruction.replace("90.00", "90.00 "),
+        attributes=["waterproof", "rubber sole"],
+        options=["brown", "10.5"],
+        price_upper=90.0,
+    )
     backend = ScriptedBackend([_answer(copy, GOOD["webshop"])])
     result = TaskGenerator(backend).generate([(WEBSHOP_PARENT, STATS)], existing=[WEBSHOP_PARENT])
     assert [r.stage for r in result.rejected] == ["duplicate"]
@@ -94,20 +134,32 @@ def test_near_duplicates_of_pool_tasks_are_rejected():
 
 
 def test_selection_keeps_the_most_novel_candidate():
-    close = dict(GOOD["webshop"], instruction="i want a pair of men's waterproof hiking boots with a rubber sole, "
-                 "in black, size 9, and price lower than 120.00 dollars", attributes=["waterproof", "rubber sole"])
+    close = dict(
+        GOOD["webshop"],
+        instruction="i want a pair of men's waterproof hiking boots with a rubber sole, "
+        "in black, size 9, and price lower than 120.00 dollars",
+        attributes=["waterproof", "rubber sole"],
+    )
     backend = ScriptedBackend([_answer(close, GOOD["webshop"])])
-    result = TaskGenerator(backend, duplicate_threshold=0.99).generate([(WEBSHOP_PARENT, STATS)],
-                                                                       existing=[WEBSHOP_PARENT])
+    result = TaskGenerator(backend, duplicate_threshold=0.99).generate(
+        [(WEBSHOP_PARENT, STATS)], existing=[WEBSHOP_PARENT]
+    )
     assert [t.instruction for t in result.accepted] == [GOOD["webshop"]["instruction"]]
     assert [r.stage for r in result.rejected] == ["selection"]
 
 
 def test_drift_check_rejects_unrelated_candidates():
-    unrelated = {"category": "grocery", "attributes": ["organic"], "options": [], "price_upper": 9.0,
-                 "instruction": "organic basil seeds pack, and price lower than 9.00 dollars"}
+    unrelated = {
+        "category": "grocery",
+        "attributes": ["organic"],
+        "options": [],
+        "price_upper": 9.0,
+        "instruction": "organic basil seeds pack, and price lower than 9.00 dollars",
+    }
     backend = ScriptedBackend([_answer(unrelated)])
-    result = TaskGenerator(backend, min_parent_similarity=0.5).generate([(WEBSHOP_PARENT, STATS)], existing=[])
+    result = TaskGenerator(backend, min_parent_similarity=0.5).generate(
+        [(WEBSHOP_PARENT, STATS)], existing=[]
+    )
     assert not result.accepted and result.rejected[0].stage == "drift"
 
 

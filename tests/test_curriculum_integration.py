@@ -21,8 +21,9 @@ STAGES = {"backend", "parse", "validator", "duplicate", "drift", "selection"}
 def backend(vllm_server):
     from dreamgym_env.experience.backends.openai_http import OpenAIBackend
 
-    return OpenAIBackend(BackendConfig(base_url=vllm_server.base_url, model=vllm_server.model, max_tokens=1500,
-                                       timeout=120.0))
+    return OpenAIBackend(
+        BackendConfig(base_url=vllm_server.base_url, model=vllm_server.model, max_tokens=1500, timeout=120.0)
+    )
 
 
 def test_garbage_generations_are_rejected_with_reasons(backend):
@@ -42,8 +43,13 @@ def test_garbage_generations_are_rejected_with_reasons(backend):
 
 
 def test_sampler_update_through_the_server_keeps_the_pool_clean(backend, tmp_path):
-    sampler = CurriculumSampler(str(tmp_path / "pool.sqlite"), "alfworld", backend=backend, parents_per_update=2,
-                                candidates_per_task=1)
+    sampler = CurriculumSampler(
+        str(tmp_path / "pool.sqlite"),
+        "alfworld",
+        backend=backend,
+        parents_per_update=2,
+        candidates_per_task=1,
+    )
     for task in get_domain("alfworld").seed_tasks()[:2]:
         for r in (1.0, 0.0, 1.0, 0.0):
             sampler.record_outcome(task, r, bool(r))

@@ -19,9 +19,14 @@ def pool_path(tmp_path):
         pool.record_outcome(SEEDS[0].task_id, r, bool(r))
     for _ in range(4):
         pool.record_outcome(SEEDS[2].task_id, 1.0, True)
-    child = Task(task_id="alfworld-gen-x", domain="alfworld", instruction="heat some egg and put it in countertop.",
-                 metadata={"task_type": "pick_heat_then_place_in_recep", "object": "egg", "receptacle": "countertop"},
-                 source="generated", parent_id=SEEDS[4].task_id)
+    child = Task(
+        task_id="alfworld-gen-x",
+        domain="alfworld",
+        instruction="heat some egg and put it in countertop.",
+        metadata={"task_type": "pick_heat_then_place_in_recep", "object": "egg", "receptacle": "countertop"},
+        source="generated",
+        parent_id=SEEDS[4].task_id,
+    )
     pool.add_tasks([child], origin="generated")
     pool.close()
     return path
@@ -39,7 +44,10 @@ def test_report_counts_growth_variance_and_families(pool_path):
     assert simple.episodes == 4 and simple.success_rate == 0.5 and simple.mean_variance == 0.25
     assert families["alfworld/pick_heat_then_place_in_recep"].generated == 1
     text = format_report(report)
-    assert "5 (4 seed, 1 generated)" in text and "| alfworld/pick_clean_then_place_in_recep | 2 | 0 | 4 | 100.0%" in text
+    assert (
+        "5 (4 seed, 1 generated)" in text
+        and "| alfworld/pick_clean_then_place_in_recep | 2 | 0 | 4 | 100.0%" in text
+    )
     json.dumps(report.to_dict())
 
 
@@ -72,8 +80,19 @@ def test_cli_stats_plot_and_errors(pool_path, tmp_path, capsys):
 
 
 def test_cli_generate_without_mixed_tasks_says_so(tmp_path, capsys):
-    code = _cli(["curriculum", "generate", str(tmp_path / "new.sqlite"), "--domain", "webshop",
-                 "--base-url", "http://127.0.0.1:9/v1", "--model", "m"])
+    code = _cli(
+        [
+            "curriculum",
+            "generate",
+            str(tmp_path / "new.sqlite"),
+            "--domain",
+            "webshop",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+        ]
+    )
     assert code == 0
     captured = capsys.readouterr()
     assert "no task has mixed outcomes" in captured.err and "0 accepted" in captured.out

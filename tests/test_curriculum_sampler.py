@@ -9,9 +9,13 @@ from dreamgym_env.tasks import TaskSampler
 from dreamgym_env.types import Task
 
 SEEDS = get_domain("webshop").seed_tasks()
-VARIANT = {"category": "fashion", "attributes": ["waterproof", "insulated"], "options": ["black"],
-           "price_upper": 120.0, "instruction": "i need insulated waterproof snow boots in black, "
-           "and price lower than 120.00 dollars"}
+VARIANT = {
+    "category": "fashion",
+    "attributes": ["waterproof", "insulated"],
+    "options": ["black"],
+    "price_upper": 120.0,
+    "instruction": "i need insulated waterproof snow boots in black, and price lower than 120.00 dollars",
+}
 
 
 def _variant_backend():
@@ -19,9 +23,14 @@ def _variant_backend():
 
     def respond(request):
         i = next(counter)
-        v = dict(VARIANT, price_upper=float(100 + i),
-                 instruction=VARIANT["instruction"].replace("120.00", f"{100 + i}.00").replace("black", f"colour {i}"),
-                 options=[f"colour {i}"])
+        v = dict(
+            VARIANT,
+            price_upper=float(100 + i),
+            instruction=VARIANT["instruction"]
+            .replace("120.00", f"{100 + i}.00")
+            .replace("black", f"colour {i}"),
+            options=[f"colour {i}"],
+        )
         return {"reasoning": "r", "variants": [v]}
 
     return ScriptedBackend(respond)
@@ -74,8 +83,18 @@ def test_lambda_zero_and_no_backend():
     rng = np.random.default_rng(2)
     _feed(sampler, rng, 100, lambda t: 0.5)
     assert sampler.update().accepted == []  # no backend: reweighting only
-    sampler.pool.add_tasks([Task(task_id="g", domain="webshop", instruction="a generated task here",
-                                 source="generated", parent_id=SEEDS[0].task_id)], origin="generated")
+    sampler.pool.add_tasks(
+        [
+            Task(
+                task_id="g",
+                domain="webshop",
+                instruction="a generated task here",
+                source="generated",
+                parent_id=SEEDS[0].task_id,
+            )
+        ],
+        origin="generated",
+    )
     sampler.refresh()
     assert all(sampler.sample(rng).task_id != "g" for _ in range(200))
 

@@ -2,7 +2,12 @@ import numpy as np
 import pytest
 
 from dreamgym_env.curriculum.pool import Outcome
-from dreamgym_env.curriculum.stats import TaskEmbeddings, compute_task_stats, group_variance, similarity_clusters
+from dreamgym_env.curriculum.stats import (
+    TaskEmbeddings,
+    compute_task_stats,
+    group_variance,
+    similarity_clusters,
+)
 from dreamgym_env.types import Task
 
 
@@ -47,9 +52,19 @@ def test_unexplored_task_has_no_outcomes():
 def test_similarity_clusters_link_near_instructions_only():
     emb = TaskEmbeddings()
     tasks = [
-        Task(task_id="1", domain="webshop", instruction="i need red running shoes size 10, price lower than 50 dollars"),
-        Task(task_id="2", domain="webshop", instruction="i need red running shoes size 11, price lower than 50 dollars"),
-        Task(task_id="3", domain="webshop", instruction="find a queen memory foam mattress topper for my bed"),
+        Task(
+            task_id="1",
+            domain="webshop",
+            instruction="i need red running shoes size 10, price lower than 50 dollars",
+        ),
+        Task(
+            task_id="2",
+            domain="webshop",
+            instruction="i need red running shoes size 11, price lower than 50 dollars",
+        ),
+        Task(
+            task_id="3", domain="webshop", instruction="find a queen memory foam mattress topper for my bed"
+        ),
     ]
     labels = similarity_clusters(emb.of_tasks(tasks), threshold=0.8)
     assert labels[0] == labels[1] != labels[2]

@@ -11,16 +11,19 @@ def test_every_seed_task_passes(domain):
         assert validate_task(task) is None, task.task_id
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("", "characters"),
-    ("ok", "characters"),
-    ("buy\nshoes now please", "line breaks"),
-    ("Ġ ĠĊĠ ĠĠĠ Ċ ĊĠ", "not words"),
-    ("xkqzt brrmp vvvtk wwtkz shoes", "without vowels"),
-    ("the the the the the the the shoes", "repeats"),
-    ("1234 5678 91011 1213 shoes", "numbers or symbols"),
-    ("a supercalifragilisticexpialidociouslyyy item to buy", "letter word"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("", "characters"),
+        ("ok", "characters"),
+        ("buy\nshoes now please", "line breaks"),
+        ("Ġ ĠĊĠ ĠĠĠ Ċ ĊĠ", "not words"),
+        ("xkqzt brrmp vvvtk wwtkz shoes", "without vowels"),
+        ("the the the the the the the shoes", "repeats"),
+        ("1234 5678 91011 1213 shoes", "numbers or symbols"),
+        ("a supercalifragilisticexpialidociouslyyy item to buy", "letter word"),
+    ],
+)
 def test_unreadable_instructions_are_refused(text, fragment):
     assert fragment in check_instruction(text)
 
@@ -33,17 +36,20 @@ def _webshop(instruction, **meta):
 GOOD_SHOP = "i want a waterproof rain jacket in blue, and price lower than 50.00 dollars"
 
 
-@pytest.mark.parametrize("meta, instruction, fragment", [
-    ({}, GOOD_SHOP, None),
-    ({"attributes": []}, GOOD_SHOP, "attributes has 0 entries"),
-    ({"attributes": ["fleece lined"]}, GOOD_SHOP, "does not state the attributes"),
-    ({"options": ["size 12"]}, GOOD_SHOP, "does not state the options"),
-    ({"price_upper": -5}, GOOD_SHOP, "not a plausible limit"),
-    ({"price_upper": "cheap"}, GOOD_SHOP, "must be a number"),
-    ({"price_upper": 40.0}, GOOD_SHOP, "differs from price_upper"),
-    ({}, "i want a waterproof rain jacket in blue under budget", "states no price limit"),
-    ({"category": "weapons"}, GOOD_SHOP, "unknown category"),
-])
+@pytest.mark.parametrize(
+    "meta, instruction, fragment",
+    [
+        ({}, GOOD_SHOP, None),
+        ({"attributes": []}, GOOD_SHOP, "attributes has 0 entries"),
+        ({"attributes": ["fleece lined"]}, GOOD_SHOP, "does not state the attributes"),
+        ({"options": ["size 12"]}, GOOD_SHOP, "does not state the options"),
+        ({"price_upper": -5}, GOOD_SHOP, "not a plausible limit"),
+        ({"price_upper": "cheap"}, GOOD_SHOP, "must be a number"),
+        ({"price_upper": 40.0}, GOOD_SHOP, "differs from price_upper"),
+        ({}, "i want a waterproof rain jacket in blue under budget", "states no price limit"),
+        ({"category": "weapons"}, GOOD_SHOP, "unknown category"),
+    ],
+)
 def test_webshop_validator(meta, instruction, fragment):
     reason = validate_task(_webshop(instruction, **meta))
     assert reason is None if fragment is None else fragment in reason
@@ -51,59 +57,115 @@ def test_webshop_validator(meta, instruction, fragment):
 
 def _alf(task_type, obj, target, instruction):
     key = "lamp" if task_type == "look_at_obj_in_light" else "receptacle"
-    return Task(task_id="a", domain="alfworld", instruction=instruction,
-                metadata={"task_type": task_type, "object": obj, key: target})
+    return Task(
+        task_id="a",
+        domain="alfworld",
+        instruction=instruction,
+        metadata={"task_type": task_type, "object": obj, key: target},
+    )
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (("pick_heat_then_place_in_recep", "egg", "countertop", "heat some egg and put it in countertop."), None),
-    (("pick_two_obj_and_place", "book", "desk", "put two book in desk."), None),
-    (("look_at_obj_in_light", "cd", "floorlamp", "look at cd under the floorlamp."), None),
-    (("pick_and_fly", "egg", "countertop", "put a egg in countertop."), "not one of ALFWorld's six"),
-    (("pick_and_place_simple", "dragon", "countertop", "put a dragon in countertop."), "not an ALFWorld object"),
-    (("pick_and_place_simple", "apple", "spaceship", "put a apple in spaceship."), "not an ALFWorld receptacle"),
-    (("pick_heat_then_place_in_recep", "book", "desk", "heat some book and put it in desk."), "cannot be heated"),
-    (("pick_and_place_simple", "apple", "coffeemachine", "put a apple in coffeemachine."), "does not hold"),
-    (("pick_and_place_simple", "pillow", "drawer", "put a pillow in drawer."), "does not fit"),
-    (("pick_heat_then_place_in_recep", "potato", "sofa", "heat some potato and put it in sofa."), "no ALFWorld room"),
-    (("look_at_obj_in_light", "book", "candle", "look at book under the candle."), "lamp"),
-    (("pick_and_place_simple", "apple", "fridge", "please put the fruit away somewhere"), "not in an ALFWorld goal"),
-    (("pick_and_place_simple", "apple", "fridge", "put a tomato in fridge."), "reads as"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (
+            ("pick_heat_then_place_in_recep", "egg", "countertop", "heat some egg and put it in countertop."),
+            None,
+        ),
+        (("pick_two_obj_and_place", "book", "desk", "put two book in desk."), None),
+        (("look_at_obj_in_light", "cd", "floorlamp", "look at cd under the floorlamp."), None),
+        (("pick_and_fly", "egg", "countertop", "put a egg in countertop."), "not one of ALFWorld's six"),
+        (
+            ("pick_and_place_simple", "dragon", "countertop", "put a dragon in countertop."),
+            "not an ALFWorld object",
+        ),
+        (
+            ("pick_and_place_simple", "apple", "spaceship", "put a apple in spaceship."),
+            "not an ALFWorld receptacle",
+        ),
+        (
+            ("pick_heat_then_place_in_recep", "book", "desk", "heat some book and put it in desk."),
+            "cannot be heated",
+        ),
+        (
+            ("pick_and_place_simple", "apple", "coffeemachine", "put a apple in coffeemachine."),
+            "does not hold",
+        ),
+        (("pick_and_place_simple", "pillow", "drawer", "put a pillow in drawer."), "does not fit"),
+        (
+            ("pick_heat_then_place_in_recep", "potato", "sofa", "heat some potato and put it in sofa."),
+            "no ALFWorld room",
+        ),
+        (("look_at_obj_in_light", "book", "candle", "look at book under the candle."), "lamp"),
+        (
+            ("pick_and_place_simple", "apple", "fridge", "please put the fruit away somewhere"),
+            "not in an ALFWorld goal",
+        ),
+        (("pick_and_place_simple", "apple", "fridge", "put a tomato in fridge."), "reads as"),
+    ],
+)
 def test_alfworld_validator(args, fragment):
     reason = validate_task(_alf(*args))
     assert reason is None if fragment is None else fragment in reason, reason
 
 
 def _arena(instruction, sites=("gitlab",), start="__GITLAB__", evaluation=None):
-    evaluation = evaluation if evaluation is not None else {"eval_types": ["string_match"], "reference_answers": None}
-    return Task(task_id="r", domain="webarena", instruction=instruction,
-                metadata={"sites": list(sites), "start_url": start, "eval": evaluation})
+    evaluation = (
+        evaluation if evaluation is not None else {"eval_types": ["string_match"], "reference_answers": None}
+    )
+    return Task(
+        task_id="r",
+        domain="webarena",
+        instruction=instruction,
+        metadata={"sites": list(sites), "start_url": start, "eval": evaluation},
+    )
 
 
-@pytest.mark.parametrize("task, fragment", [
-    (_arena("How many branches does the dotfiles repository have?"), None),
-    (_arena("Open the merge requests of my repository",
-            evaluation={"eval_types": ["url_match"], "reference_url": "__GITLAB__/-/merge_requests"}), None),
-    (_arena("How many branches does the dotfiles repository have?", sites=["amazon"]), "unknown site"),
-    (_arena("How many branches does the dotfiles repository have?", sites=[]), "non-empty list"),
-    (_arena("How many branches does the dotfiles repository have?", start="__REDDIT__/f/books"), "not on the task"),
-    (_arena("Upvote the newest post in the books forum", evaluation={"eval_types": ["program_html"]}), "mentions"),
-    (_arena("How many branches does the dotfiles repository have?", evaluation={}), "eval_types"),
-    (_arena("Create a branch called release in the dotfiles repository"), "must ask for information"),
-    (_arena("Open the issues page of my repository", evaluation={"eval_types": ["url_match"]}), "reference_url"),
-])
+@pytest.mark.parametrize(
+    "task, fragment",
+    [
+        (_arena("How many branches does the dotfiles repository have?"), None),
+        (
+            _arena(
+                "Open the merge requests of my repository",
+                evaluation={"eval_types": ["url_match"], "reference_url": "__GITLAB__/-/merge_requests"},
+            ),
+            None,
+        ),
+        (_arena("How many branches does the dotfiles repository have?", sites=["amazon"]), "unknown site"),
+        (_arena("How many branches does the dotfiles repository have?", sites=[]), "non-empty list"),
+        (
+            _arena("How many branches does the dotfiles repository have?", start="__REDDIT__/f/books"),
+            "not on the task",
+        ),
+        (
+            _arena("Upvote the newest post in the books forum", evaluation={"eval_types": ["program_html"]}),
+            "mentions",
+        ),
+        (_arena("How many branches does the dotfiles repository have?", evaluation={}), "eval_types"),
+        (_arena("Create a branch called release in the dotfiles repository"), "must ask for information"),
+        (
+            _arena("Open the issues page of my repository", evaluation={"eval_types": ["url_match"]}),
+            "reference_url",
+        ),
+    ],
+)
 def test_webarena_validator(task, fragment):
     reason = validate_task(task)
     assert reason is None if fragment is None else fragment in reason, reason
     if fragment == "eval_types":
-        assert "evaluation" in validate_task(task.model_copy(update={"metadata": {**task.metadata, "eval": None}}))
+        assert "evaluation" in validate_task(
+            task.model_copy(update={"metadata": {**task.metadata, "eval": None}})
+        )
 
 
 def test_custom_domain_validator_is_used():
-    register_validator("toy", lambda task: None if "room" in task.instruction else "toy tasks happen in a room")
+    register_validator(
+        "toy", lambda task: None if "room" in task.instruction else "toy tasks happen in a room"
+    )
     assert validate_task(Task(task_id="x", domain="toy", instruction="walk to the kitchen now")) == (
-        "toy tasks happen in a room")
+        "toy tasks happen in a room"
+    )
     assert validate_task(Task(task_id="x", domain="toy", instruction="walk to the next room")) is None
     # A domain without a validator gets the instruction check only.
     assert validate_task(Task(task_id="x", domain="other", instruction="zz")) is not None

@@ -17,7 +17,9 @@ def _open_pool(path: str, *, must_exist: bool = True) -> Any:
     from dreamgym_env.curriculum.pool import TaskPool
 
     if must_exist and path != ":memory:" and not Path(path).exists():
-        raise DreamGymError(f"no task pool at {path}; give the pool file a training run wrote (CurriculumSampler(path))")
+        raise DreamGymError(
+            f"no task pool at {path}; give the pool file a training run wrote (CurriculumSampler(path))"
+        )
     return TaskPool(path)
 
 
@@ -52,17 +54,27 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     backend = make_backend(BackendConfig(**fields))
     with _open_pool(args.pool, must_exist=False) as pool:
         sampler = CurriculumSampler(
-            pool, args.domain, backend=backend, group_n=args.n,
-            parents_per_update=args.parents, candidates_per_task=args.candidates,
+            pool,
+            args.domain,
+            backend=backend,
+            group_n=args.n,
+            parents_per_update=args.parents,
+            candidates_per_task=args.candidates,
         )
         result = sampler.update(seed=args.seed)
     for task in result.accepted:
         print(f"accepted {task.task_id} (parent {task.parent_id}): {task.instruction}")
     for rejection in result.rejected:
-        print(f"rejected [{rejection.stage}] (parent {rejection.parent_id}): {rejection.reason}", file=sys.stderr)
+        print(
+            f"rejected [{rejection.stage}] (parent {rejection.parent_id}): {rejection.reason}",
+            file=sys.stderr,
+        )
     if not result.parents:
         print("no task has mixed outcomes (V > 0) yet: record episodes first", file=sys.stderr)
-    print(f"{len(result.accepted)} accepted, {len(result.rejected)} rejected, from {len(result.parents)} parents")
+    print(
+        f"{len(result.accepted)} accepted, {len(result.rejected)} rejected, "
+        f"from {len(result.parents)} parents"
+    )
     return 0
 
 
@@ -82,12 +94,18 @@ def add_curriculum_commands(subparsers: argparse._SubParsersAction) -> None:  # 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("pool", help="task pool file (SQLite) written by a CurriculumSampler")
     common.add_argument("--domain", help="report on one domain only")
-    common.add_argument("-n", type=int, default=8, help="latest rollouts per task for the variance V (default 8)")
+    common.add_argument(
+        "-n", type=int, default=8, help="latest rollouts per task for the variance V (default 8)"
+    )
 
     curriculum = subparsers.add_parser("curriculum", help="inspect and grow a curriculum task pool")
-    commands = curriculum.add_subparsers(dest="curriculum_command", required=True, metavar="{stats,plot,generate}")
+    commands = curriculum.add_subparsers(
+        dest="curriculum_command", required=True, metavar="{stats,plot,generate}"
+    )
 
-    p = commands.add_parser("stats", parents=[common], help="pool size, V distribution, success by task family")
+    p = commands.add_parser(
+        "stats", parents=[common], help="pool size, V distribution, success by task family"
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_guard(_cmd_stats))
 

@@ -61,7 +61,9 @@ class WebArenaVariant(BaseModel):
     sites: list[Literal["shopping", "shopping_admin", "gitlab", "reddit", "map", "wikipedia"]] = Field(
         min_length=1, max_length=2
     )
-    start_url: str = Field(max_length=120, description="Start page, with the site placeholder: '__GITLAB__/...'.")
+    start_url: str = Field(
+        max_length=120, description="Start page, with the site placeholder: '__GITLAB__/...'."
+    )
     eval_type: Literal["string_match", "url_match", "program_html"]
     reference: str = Field(max_length=120, description="Answer, URL to reach, or how to check the change.")
     instruction: str = _Instruction
@@ -94,21 +96,34 @@ class VariantFormat:
 
 def _webshop_describe(task: Task) -> dict[str, Any]:
     m = task.metadata
-    return {"category": m.get("category", ""), "attributes": m.get("attributes", []),
-            "options": m.get("options", []), "price_upper": m.get("price_upper"), "instruction": task.instruction}
+    return {
+        "category": m.get("category", ""),
+        "attributes": m.get("attributes", []),
+        "options": m.get("options", []),
+        "price_upper": m.get("price_upper"),
+        "instruction": task.instruction,
+    }
 
 
 def _webshop_metadata(v: BaseModel, parent: Task) -> dict[str, Any]:
     assert isinstance(v, WebShopVariant)
-    return {"category": v.category, "attributes": list(v.attributes), "options": list(v.options),
-            "price_upper": v.price_upper}
+    return {
+        "category": v.category,
+        "attributes": list(v.attributes),
+        "options": list(v.options),
+        "price_upper": v.price_upper,
+    }
 
 
 def _alfworld_describe(task: Task) -> dict[str, Any]:
     m = task.metadata
     target = m.get("lamp") if m.get("task_type") == "look_at_obj_in_light" else m.get("receptacle")
-    return {"task_type": m.get("task_type"), "object": m.get("object"), "target": target,
-            "instruction": task.instruction}
+    return {
+        "task_type": m.get("task_type"),
+        "object": m.get("object"),
+        "target": target,
+        "instruction": task.instruction,
+    }
 
 
 def _alfworld_metadata(v: BaseModel, parent: Task) -> dict[str, Any]:
@@ -119,14 +134,20 @@ def _alfworld_metadata(v: BaseModel, parent: Task) -> dict[str, Any]:
 
 def _webarena_describe(task: Task) -> dict[str, Any]:
     m = task.metadata
-    evaluation = m.get("eval") if isinstance(m.get("eval"), dict) else {}
+    raw = m.get("eval")
+    evaluation: dict[str, Any] = raw if isinstance(raw, dict) else {}
     types = evaluation.get("eval_types") or ["string_match"]
     reference = evaluation.get("reference_url") or evaluation.get("note") or ""
     answers = evaluation.get("reference_answers")
     if isinstance(answers, dict) and answers.get("must_include"):
         reference = ", ".join(map(str, answers["must_include"]))
-    return {"sites": m.get("sites", []), "start_url": m.get("start_url", ""), "eval_type": types[0],
-            "reference": reference, "instruction": task.instruction}
+    return {
+        "sites": m.get("sites", []),
+        "start_url": m.get("start_url", ""),
+        "eval_type": types[0],
+        "reference": reference,
+        "instruction": task.instruction,
+    }
 
 
 def _webarena_metadata(v: BaseModel, parent: Task) -> dict[str, Any]:

@@ -64,7 +64,10 @@ def _answer_model(fmt: VariantFormat, candidates: int) -> type[BaseModel]:
     return create_model(
         "TaskVariants",
         __config__=ConfigDict(extra="forbid"),
-        reasoning=(str, Field(max_length=400, description="Why these variants keep the parent's difficulty.")),
+        reasoning=(
+            str,
+            Field(max_length=400, description="Why these variants keep the parent's difficulty."),
+        ),
         variants=(list[fmt.model], Field(min_length=1, max_length=candidates)),  # type: ignore[name-defined]
     )
 
@@ -89,8 +92,9 @@ def variant_request(
     fmt = get_format(parent.domain)
     system = (
         f"You write training tasks for an agent acting in the {parent.domain} environment. {fmt.guidance}\n"
-        "A curriculum gives the agent tasks at the edge of its ability: tasks it sometimes solves and sometimes "
-        f"fails. You receive one such task and propose {candidates} variants of it. Each variant keeps the kind "
+        "A curriculum gives the agent tasks at the edge of its ability: tasks it sometimes solves and "
+        f"sometimes fails. You receive one such task and propose {candidates} variants of it. Each variant "
+        "keeps the kind "
         "of goal and about the same difficulty but changes concrete details (the item, its attributes, the "
         "objects, places or pages involved), so that it is a new task and not a rewording. Every variant "
         "must be realistic and solvable in this environment, and its fields must agree with its "
@@ -98,7 +102,8 @@ def variant_request(
     )
     record = ""
     if stats is not None and stats.rollouts:
-        record = f" (the agent succeeded in {round(stats.success_rate * stats.rollouts)} of {stats.rollouts} recent attempts)"
+        wins = round(stats.success_rate * stats.rollouts)
+        record = f" (the agent succeeded in {wins} of {stats.rollouts} recent attempts)"
     lines = [f"Task{record}:", json.dumps(fmt.describe(parent), ensure_ascii=False)]
     if avoid:
         lines += ["", "Already in the pool; do not repeat these:"] + [f"- {text}" for text in avoid]
@@ -182,8 +187,13 @@ class TaskGenerator:
         """
         result = GenerationResult(parents=[p.task_id for p, _ in parents])
         requests = [
-            variant_request(parent, stats, candidates=self.candidates, avoid=self._siblings(parent, existing),
-                            seed=None if seed is None else seed + i)
+            variant_request(
+                parent,
+                stats,
+                candidates=self.candidates,
+                avoid=self._siblings(parent, existing),
+                seed=None if seed is None else seed + i,
+            )
             for i, (parent, stats) in enumerate(parents)
         ]
         answers = await asyncio.gather(*(self._ask(r) for r in requests), return_exceptions=True)
@@ -228,11 +238,19 @@ class TaskGenerator:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
-            reject("parse", f"the answer is not JSON ({e.msg} at character {e.pos}); it may be truncated", text[:2000])
+            reject(
+                "parse",
+                f"the answer is not JSON ({e.msg} at character {e.pos}); it may be truncated",
+                text[:2000],
+            )
             return [], rejected
         raw = data.get("variants") if isinstance(data, dict) else None
         if not isinstance(raw, list) or not raw:
-            reject("parse", "the answer has no non-empty 'variants' list", data if isinstance(data, dict) else text)
+            reject(
+                "parse",
+                "the answer has no non-empty 'variants' list",
+                data if isinstance(data, dict) else text,
+            )
             return [], rejected
 
         tasks: list[Task] = []
@@ -282,19 +300,39 @@ class TaskGenerator:
             sims = pool_vectors @ vector if len(pool_vectors) else np.zeros(0)
             nearest = float(sims.max()) if len(sims) else 0.0
             if task.task_id in taken or task.task_id in seen:
-                result.rejected.append(Rejection("duplicate", "the same instruction is already in the pool",
-                                                 candidate, parent.task_id, parent.domain))
+                result.rejected.append(
+                    Rejection(
+                        "duplicate",
+                        "the same instruction is already in the pool",
+                        candidate,
+                        parent.task_id,
+                        parent.domain,
+                    )
+                )
                 continue
             if nearest >= self.duplicate_threshold:
-                result.rejected.append(Rejection(
-                    "duplicate", f"too similar to a pool task (cosine {nearest:.2f} >= {self.duplicate_threshold})",
-                    candidate, parent.task_id, parent.domain))
+                result.rejected.append(
+                    Rejection(
+                        "duplicate",
+                        f"too similar to a pool task (cosine {nearest:.2f} >= {self.duplicate_threshold})",
+                        candidate,
+                        parent.task_id,
+                        parent.domain,
+                    )
+                )
                 continue
             to_parent = float(parent_vector @ vector)
             if to_parent < self.min_parent_similarity:
-                result.rejected.append(Rejection(
-                    "drift", f"not a variant of its parent (cosine {to_parent:.2f} < {self.min_parent_similarity})",
-                    candidate, parent.task_id, parent.domain))
+                result.rejected.append(
+                    Rejection(
+                        "drift",
+                        f"not a variant of its parent "
+                        f"(cosine {to_parent:.2f} < {self.min_parent_similarity})",
+                        candidate,
+                        parent.task_id,
+                        parent.domain,
+                    )
+                )
                 continue
             seen.add(task.task_id)
             survivors.append((nearest, task))
@@ -302,7 +340,13 @@ class TaskGenerator:
             return None
         survivors.sort(key=lambda pair: pair[0])
         for nearest, task in survivors[1:]:
-            result.rejected.append(Rejection(
-                "selection", f"valid, but a more novel variant was kept (max pool cosine {nearest:.2f})",
-                {"instruction": task.instruction, **task.metadata}, parent.task_id, parent.domain))
+            result.rejected.append(
+                Rejection(
+                    "selection",
+                    f"valid, but a more novel variant was kept (max pool cosine {nearest:.2f})",
+                    {"instruction": task.instruction, **task.metadata},
+                    parent.task_id,
+                    parent.domain,
+                )
+            )
         return survivors[0][1]

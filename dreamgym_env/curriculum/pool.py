@@ -164,7 +164,9 @@ class TaskPool:
         >>> pool.record_outcome("webshop-seed-0", reward=1.0, success=True)
     """
 
-    def __init__(self, path: str = ":memory:", busy_timeout_s: float = 30.0, synchronous: str = "NORMAL") -> None:
+    def __init__(
+        self, path: str = ":memory:", busy_timeout_s: float = 30.0, synchronous: str = "NORMAL"
+    ) -> None:
         if synchronous.upper() not in ("NORMAL", "FULL"):
             raise StoreError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
         self.path = str(path)
@@ -178,7 +180,8 @@ class TaskPool:
                 mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
                     raise StoreError(
-                        f"could not switch {self.path} to WAL mode (got {mode!r}); the task pool needs a local "
+                        f"could not switch {self.path} to WAL mode (got {mode!r}); "
+                        "the task pool needs a local "
                         "file system that supports shared memory (not a network share)"
                     )
             self._conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
@@ -195,7 +198,8 @@ class TaskPool:
             raise StoreError(f"cannot open the task pool at {self.path}: {e}") from e
         if int(version) != POOL_SCHEMA_VERSION:
             raise StoreError(
-                f"{self.path} holds a task pool of schema version {version}; this version of dreamgym_env reads "
+                f"{self.path} holds a task pool of schema version {version}; "
+                "this version of dreamgym_env reads "
                 f"version {POOL_SCHEMA_VERSION}. Use a new pool file or the matching package version."
             )
 
@@ -223,8 +227,19 @@ class TaskPool:
                     "INSERT OR IGNORE INTO curriculum_tasks (task_id, domain, instruction, metadata, source, "
                     "parent_id, origin, family, depth, created_at, created_episode) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (task.task_id, task.domain, task.instruction, _dumps(task.metadata), task.source,
-                     task.parent_id, origin, task_family(task), depth, time.time(), episodes),
+                    (
+                        task.task_id,
+                        task.domain,
+                        task.instruction,
+                        _dumps(task.metadata),
+                        task.source,
+                        task.parent_id,
+                        origin,
+                        task_family(task),
+                        depth,
+                        time.time(),
+                        episodes,
+                    ),
                 )
                 added += cursor.rowcount
         return added
@@ -261,7 +276,9 @@ class TaskPool:
             )
         return int(cursor.lastrowid or 0)
 
-    def recent_outcomes(self, n: int, *, domain: str | None = None, after: int = 0) -> dict[str, list[Outcome]]:
+    def recent_outcomes(
+        self, n: int, *, domain: str | None = None, after: int = 0
+    ) -> dict[str, list[Outcome]]:
         """The latest ``n`` outcomes of every task (newest first), optionally of one domain's tasks.
 
         Args:
@@ -290,7 +307,8 @@ class TaskPool:
         """Every recorded outcome (of one task, if given), oldest first."""
         where, params = (" WHERE task_id = ?", (task_id,)) if task_id else ("", ())
         for seq, tid, reward, success, timestamp in self._query(
-            f"SELECT seq, task_id, reward, success, timestamp FROM curriculum_outcomes{where} ORDER BY seq", params
+            f"SELECT seq, task_id, reward, success, timestamp FROM curriculum_outcomes{where} ORDER BY seq",
+            params,
         ):
             yield Outcome(seq, tid, reward, bool(success), timestamp)
 
@@ -305,7 +323,10 @@ class TaskPool:
             self._conn.executemany(
                 "INSERT INTO curriculum_rejections (domain, parent_id, stage, reason, candidate, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                [(r.domain, r.parent_id, r.stage, r.reason, _dumps(r.candidate), time.time()) for r in rejections],
+                [
+                    (r.domain, r.parent_id, r.stage, r.reason, _dumps(r.candidate), time.time())
+                    for r in rejections
+                ],
             )
 
     def rejections(self, *, limit: int | None = None) -> list[Rejection]:
@@ -315,8 +336,10 @@ class TaskPool:
             "SELECT stage, reason, candidate, parent_id, domain FROM curriculum_rejections "
             f"ORDER BY seq DESC{limit_sql}"
         )
-        return [Rejection(stage, reason, json.loads(candidate), parent, domain)
-                for stage, reason, candidate, parent, domain in rows]
+        return [
+            Rejection(stage, reason, json.loads(candidate), parent, domain)
+            for stage, reason, candidate, parent, domain in rows
+        ]
 
     def rejection_counts(self) -> dict[str, int]:
         """Rejected candidates per stage."""
@@ -374,9 +397,28 @@ _TASK_COLUMNS = (
 
 
 def _pool_task(row: tuple[Any, ...]) -> PoolTask:
-    seq, task_id, domain, instruction, metadata, source, parent_id, origin, family, depth, created, episode = row
-    task = Task(task_id=task_id, domain=domain, instruction=instruction, metadata=json.loads(metadata),
-                source=source, parent_id=parent_id)
+    (
+        seq,
+        task_id,
+        domain,
+        instruction,
+        metadata,
+        source,
+        parent_id,
+        origin,
+        family,
+        depth,
+        created,
+        episode,
+    ) = row
+    task = Task(
+        task_id=task_id,
+        domain=domain,
+        instruction=instruction,
+        metadata=json.loads(metadata),
+        source=source,
+        parent_id=parent_id,
+    )
     return PoolTask(task, origin, family, int(depth), float(created), int(episode), int(seq))
 
 

@@ -105,22 +105,29 @@ def build_report(pool: TaskPool, *, domain: str | None = None, n: int = 8) -> Cu
         growth.append((pool.episode_count(), seeds, generated))
 
     variances = [stats[e.task_id].variance for e in entries if stats[e.task_id].explored]
-    histogram = np.histogram(variances, bins=VARIANCE_BINS)[0].tolist() if variances else [0] * (
-        len(VARIANCE_BINS) - 1)
+    histogram = (
+        np.histogram(variances, bins=VARIANCE_BINS)[0].tolist()
+        if variances
+        else [0] * (len(VARIANCE_BINS) - 1)
+    )
 
     families: list[FamilyStats] = []
     for family in sorted({e.family for e in entries}):
         members = [e for e in entries if e.family == family]
         episodes = sum(episodes_by_task[e.task_id] for e in members)
         explored = [stats[e.task_id].variance for e in members if stats[e.task_id].explored]
-        families.append(FamilyStats(
-            family=family,
-            tasks=len(members),
-            generated=sum(e.origin == "generated" for e in members),
-            episodes=episodes,
-            success_rate=sum(successes_by_task[e.task_id] for e in members) / episodes if episodes else 0.0,
-            mean_variance=float(np.mean(explored)) if explored else 0.0,
-        ))
+        families.append(
+            FamilyStats(
+                family=family,
+                tasks=len(members),
+                generated=sum(e.origin == "generated" for e in members),
+                episodes=episodes,
+                success_rate=sum(successes_by_task[e.task_id] for e in members) / episodes
+                if episodes
+                else 0.0,
+                mean_variance=float(np.mean(explored)) if explored else 0.0,
+            )
+        )
     return CurriculumReport(
         path=pool.path,
         domain=domain,
@@ -150,12 +157,17 @@ def format_report(report: CurriculumReport) -> str:
         "| V | tasks |",
         "|---|---|",
     ]
-    labels = ["0"] + [f"({lo:.2f}, {min(hi, 0.25):.2f}]" for lo, hi in zip(VARIANCE_BINS[1:-1], VARIANCE_BINS[2:],
-                                                                          strict=True)]
-    lines += [f"| {label} | {count} |" for label, count in zip(labels, report.variance_histogram, strict=True)]
+    labels = ["0"] + [
+        f"({lo:.2f}, {min(hi, 0.25):.2f}]"
+        for lo, hi in zip(VARIANCE_BINS[1:-1], VARIANCE_BINS[2:], strict=True)
+    ]
+    lines += [
+        f"| {label} | {count} |" for label, count in zip(labels, report.variance_histogram, strict=True)
+    ]
     lines += ["", "| family | tasks | generated | episodes | success | mean V |", "|---|---|---|---|---|---|"]
     lines += [
-        f"| {f.family} | {f.tasks} | {f.generated} | {f.episodes} | {f.success_rate:.1%} | {f.mean_variance:.3f} |"
+        f"| {f.family} | {f.tasks} | {f.generated} | {f.episodes} "
+        f"| {f.success_rate:.1%} | {f.mean_variance:.3f} |"
         for f in report.families
     ]
     if report.rejections:
@@ -189,8 +201,9 @@ def plot_report(report: CurriculumReport, path: str | os.PathLike[str]) -> Path:
 
     edges = np.asarray(VARIANCE_BINS)
     ax_var.bar(range(len(report.variance_histogram)), report.variance_histogram, color="tab:purple")
-    ax_var.set_xticks(range(len(report.variance_histogram)),
-                      ["0"] + [f"≤{min(hi, 0.25):.2f}" for hi in edges[2:]])
+    ax_var.set_xticks(
+        range(len(report.variance_histogram)), ["0"] + [f"≤{min(hi, 0.25):.2f}" for hi in edges[2:]]
+    )
     ax_var.set(title=f"Group reward variance V (latest {report.n})", xlabel="V", ylabel="tasks")
 
     names = [f.family for f in report.families]

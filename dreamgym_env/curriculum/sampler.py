@@ -105,10 +105,13 @@ class CurriculumSampler:
         unknown = set(overrides) - set(CurriculumConfig.model_fields)
         if unknown:
             raise ConfigError(
-                f"unknown curriculum setting(s) {sorted(unknown)}; known: {sorted(CurriculumConfig.model_fields)}"
+                f"unknown curriculum setting(s) {sorted(unknown)}; "
+                f"known: {sorted(CurriculumConfig.model_fields)}"
             )
         try:
-            self.config = CurriculumConfig.model_validate({**(config or CurriculumConfig()).model_dump(), **overrides})
+            self.config = CurriculumConfig.model_validate(
+                {**(config or CurriculumConfig()).model_dump(), **overrides}
+            )
         except ValidationError as e:
             raise ConfigError(f"invalid curriculum setting: {e}") from e
         self.pool = pool if isinstance(pool, TaskPool) else TaskPool(pool)
@@ -134,6 +137,13 @@ class CurriculumSampler:
         )
         self.sampled_total = 0
         self.sampled_generated = 0
+        self._entries: dict[str, PoolTask] = {}
+        self._seeds: list[PoolTask] = []
+        self._generated: list[PoolTask] = []
+        self._history: dict[str, deque[Outcome]] = {}
+        self._last_seq = 0
+        self._stats: dict[str, TaskStats] | None = None
+        self._clusters: np.ndarray | None = None
         self.refresh()
 
     # ------------------------------------------------------------------ TaskSampler
@@ -175,17 +185,21 @@ class CurriculumSampler:
     # ------------------------------------------------------------------ curriculum
     def stats(self) -> dict[str, TaskStats]:
         """Outcome statistics of every sampled task of the domain (cached until the next outcome)."""
-        if self._stats is None:
-            tasks = self._seeds + self._generated
-            clusters = None
-            if tasks:
-                vectors = self.embeddings.of_tasks([e.task for e in tasks])
-                clusters = similarity_clusters(vectors, self.config.similarity_threshold)
-            self._stats = compute_task_stats(
-                [e.task_id for e in tasks], self._history, n=self.config.group_n,
-                min_rollouts=self.config.min_rollouts, clusters=clusters,
-            )
-        return self._stats
+        if self._stats is not None:
+            return self._stats
+        tasks = self._seeds + self._generated
+        if self._clusters is None and tasks:  # depends on the task set only: kept until refresh()
+            vectors = self.embeddings.of_tasks([e.task for e in tasks])
+            self._clusters = similarity_clusters(vectors, self.config.similarity_threshold)
+        stats = compute_task_stats(
+            [e.task_id for e in tasks],
+            self._history,
+            n=self.config.group_n,
+            min_rollouts=self.config.min_rollouts,
+            clusters=self._clusters,
+        )
+        self._stats = stats
+        return stats
 
     def parents(self) -> list[tuple[Task, TaskStats]]:
         """The tasks the next :meth:`update` would vary: the top ``parents_per_update`` by V, V > 0."""
@@ -227,16 +241,15 @@ class CurriculumSampler:
     def refresh(self) -> None:
         """Reload tasks and recent outcomes from the pool (other processes may have written to it)."""
         entries = self.pool.tasks(domain=self.domain)
-        self._entries: dict[str, PoolTask] = {e.task_id: e for e in entries}
+        self._entries = {e.task_id: e for e in entries}
         self._seeds = [e for e in entries if e.origin == "seed"]
         self._generated = [e for e in entries if e.origin == "generated"]
         n = self.config.group_n
         recent = self.pool.recent_outcomes(n, domain=self.domain)
-        self._history: dict[str, deque[Outcome]] = {
-            tid: deque(outcomes, maxlen=n) for tid, outcomes in recent.items()
-        }
+        self._history = {tid: deque(outcomes, maxlen=n) for tid, outcomes in recent.items()}
         self._last_seq = max((o.seq for outs in recent.values() for o in outs), default=0)
-        self._stats: dict[str, TaskStats] | None = None
+        self._stats = None
+        self._clusters = None
         if not self._seeds and not self._generated:
             raise ConfigError(
                 f"the task pool {self.pool.path} holds no {self.domain} tasks to sample; give seeds=[...]"
@@ -260,6 +273,7 @@ class CurriculumSampler:
 
     def __repr__(self) -> str:
         return (
-            f"CurriculumSampler(domain={self.domain!r}, seeds={len(self._seeds)}, generated={len(self._generated)}, "
+            f"CurriculumSampler(domain={self.domain!r}, seeds={len(self._seeds)}, "
+            f"generated={len(self._generated)}, "
             f"generated_fraction={self.config.generated_fraction})"
         )

@@ -30,9 +30,11 @@ __all__ = ["TaskEmbeddings", "TaskStats", "compute_task_stats", "group_variance"
 
 def group_variance(rewards: Sequence[float]) -> float:
     """Population variance of a group's rewards, ``mean((r_i - mean r)^2)``; 0.0 for an empty group."""
-    if len(rewards) == 0:
+    n = len(rewards)
+    if n == 0:
         return 0.0
-    return float(np.var(np.asarray(rewards, dtype=np.float64)))
+    mean = sum(rewards) / n  # plain Python: groups are small and this runs for every task at every reset
+    return float(sum((r - mean) ** 2 for r in rewards) / n)
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,10 @@ def similarity_clusters(vectors: np.ndarray, threshold: float) -> np.ndarray:
     return np.fromiter((find(i) for i in range(m)), dtype=np.int64, count=m)
 
 
+def _seq(outcome: Outcome) -> int:
+    return outcome.seq
+
+
 def compute_task_stats(
     task_ids: Sequence[str],
     history: Mapping[str, Sequence[Outcome]],
@@ -115,15 +121,17 @@ def compute_task_stats(
     Returns:
         ``task_id -> TaskStats`` for every id in ``task_ids``.
     """
-    own = {tid: sorted(history.get(tid, ()), key=lambda o: o.seq, reverse=True)[:n] for tid in task_ids}
+    own = {tid: sorted(history.get(tid, ()), key=_seq, reverse=True)[:n] for tid in task_ids}
     pooled: dict[int, list[Outcome]] = {}
     if clusters is not None:
         if len(clusters) != len(task_ids):
-            raise ValueError(f"got {len(clusters)} cluster labels for {len(task_ids)} tasks; give one per task")
+            raise ValueError(
+                f"got {len(clusters)} cluster labels for {len(task_ids)} tasks; give one per task"
+            )
         for tid, label in zip(task_ids, clusters, strict=True):
             pooled.setdefault(int(label), []).extend(own[tid])
         for label, outcomes in pooled.items():
-            pooled[label] = sorted(outcomes, key=lambda o: o.seq, reverse=True)[:n]
+            pooled[label] = sorted(outcomes, key=_seq, reverse=True)[:n]
 
     stats: dict[str, TaskStats] = {}
     for i, tid in enumerate(task_ids):
@@ -141,8 +149,8 @@ def compute_task_stats(
             task_id=tid,
             rollouts=len(outcomes),
             own_rollouts=len(own[tid]),
-            mean_reward=float(np.mean(rewards)),
-            success_rate=float(np.mean([o.success for o in outcomes])),
+            mean_reward=sum(rewards) / len(rewards),
+            success_rate=sum(o.success for o in outcomes) / len(outcomes),
             variance=group_variance(rewards),
             grouped_by=grouped_by,
         )
@@ -169,7 +177,9 @@ class TaskEmbeddings:
         """An (m, dim) array of unit rows, one per task (cached by ``task_id``)."""
         missing = [t for t in tasks if t.task_id not in self._cache]
         if missing:
-            for task, vector in zip(missing, self.embedder.embed([t.instruction for t in missing]), strict=True):
+            for task, vector in zip(
+                missing, self.embedder.embed([t.instruction for t in missing]), strict=True
+            ):
                 self._cache[task.task_id] = vector
         if not tasks:
             return np.zeros((0, self.embedder.dim), dtype=np.float32)

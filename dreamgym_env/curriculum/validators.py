@@ -74,7 +74,9 @@ def check_instruction(text: Any) -> str | None:
     if len(words) < max(3, 0.6 * len(tokens)):
         return "the instruction is mostly numbers or symbols, not words"
     if any(len(w) > 25 for w in words):
-        return f"the instruction contains a {max(len(w) for w in words)}-letter word, which is not a real word"
+        return (
+            f"the instruction contains a {max(len(w) for w in words)}-letter word, which is not a real word"
+        )
     vowelless = [w for w in words if not _VOWEL.search(w) and len(w) > 3]
     if len(vowelless) > max(1, len(words) // 5):
         return f"the instruction contains words without vowels {vowelless[:3]}; it reads as gibberish"
@@ -128,7 +130,7 @@ def check_phrase(text: str) -> str | None:
 
 
 def validate_webshop(task: Task) -> str | None:
-    """WebShop: attributes and options stated in the instruction, a plausible price limit, a known category."""
+    """WebShop: attributes and options stated in the instruction, a plausible price limit, known category."""
     from dreamgym_env.domains.tasks import parse_price_upper
 
     meta = task.metadata
@@ -140,12 +142,16 @@ def validate_webshop(task: Task) -> str | None:
     for kind in ("attributes", "options"):
         missing = [v for v in meta.get(kind, []) if not _mentions(task.instruction, v)]
         if missing:
-            return f"the instruction does not state the {kind} {missing}; every goal {kind[:-1]} must appear in it"
+            return (
+                f"the instruction does not state the {kind} {missing}; "
+                f"every goal {kind[:-1]} must appear in it"
+            )
     price = meta.get("price_upper")
     if isinstance(price, bool) or not isinstance(price, int | float):
         return f"price_upper must be a number of dollars, got {price!r:.40}"
     if not 1.0 <= float(price) <= _WEBSHOP_MAX_PRICE:
-        return f"price_upper {price} is not a plausible limit; 1 to {_WEBSHOP_MAX_PRICE:.0f} dollars are accepted"
+        limit = f"1 to {_WEBSHOP_MAX_PRICE:.0f} dollars are accepted"
+        return f"price_upper {price} is not a plausible limit; {limit}"
     stated = parse_price_upper(task.instruction)
     if stated is None:
         return "the instruction states no price limit; end it with 'and price lower than X.00 dollars'"
@@ -161,22 +167,93 @@ def validate_webshop(task: Task) -> str | None:
 # ALFWorld
 # --------------------------------------------------------------------------------------------------
 
-ALFWORLD_OBJECTS = frozenset({
-    "alarmclock", "apple", "baseballbat", "basketball", "book", "bowl", "box", "bread", "butterknife",
-    "candle", "cd", "cellphone", "cloth", "creditcard", "cup", "dishsponge", "egg", "fork", "glassbottle",
-    "handtowel", "kettle", "keychain", "knife", "ladle", "laptop", "lettuce", "mug", "newspaper", "pan", "pen",
-    "pencil", "peppershaker", "pillow", "plate", "plunger", "pot", "potato", "remotecontrol", "saltshaker",
-    "soapbar", "soapbottle", "spatula", "spoon", "spraybottle", "statue", "tennisracket", "tissuebox",
-    "toiletpaper", "tomato", "towel", "vase", "watch", "wateringcan", "winebottle",
-})
+ALFWORLD_OBJECTS = frozenset(
+    {
+        "alarmclock",
+        "apple",
+        "baseballbat",
+        "basketball",
+        "book",
+        "bowl",
+        "box",
+        "bread",
+        "butterknife",
+        "candle",
+        "cd",
+        "cellphone",
+        "cloth",
+        "creditcard",
+        "cup",
+        "dishsponge",
+        "egg",
+        "fork",
+        "glassbottle",
+        "handtowel",
+        "kettle",
+        "keychain",
+        "knife",
+        "ladle",
+        "laptop",
+        "lettuce",
+        "mug",
+        "newspaper",
+        "pan",
+        "pen",
+        "pencil",
+        "peppershaker",
+        "pillow",
+        "plate",
+        "plunger",
+        "pot",
+        "potato",
+        "remotecontrol",
+        "saltshaker",
+        "soapbar",
+        "soapbottle",
+        "spatula",
+        "spoon",
+        "spraybottle",
+        "statue",
+        "tennisracket",
+        "tissuebox",
+        "toiletpaper",
+        "tomato",
+        "towel",
+        "vase",
+        "watch",
+        "wateringcan",
+        "winebottle",
+    }
+)
 """Object types an ALFWorld agent can pick up (ALFRED's pickupable objects, lowercase)."""
 
 _HEATABLE = frozenset({"apple", "bread", "cup", "egg", "mug", "plate", "potato", "tomato"})
 _COOLABLE = _HEATABLE | {"bowl", "lettuce", "pan", "pot", "winebottle"}
-_CLEANABLE = frozenset({
-    "apple", "bowl", "butterknife", "cloth", "cup", "dishsponge", "egg", "fork", "kettle", "knife", "ladle",
-    "lettuce", "mug", "pan", "plate", "pot", "potato", "soapbar", "spatula", "spoon", "tomato",
-})
+_CLEANABLE = frozenset(
+    {
+        "apple",
+        "bowl",
+        "butterknife",
+        "cloth",
+        "cup",
+        "dishsponge",
+        "egg",
+        "fork",
+        "kettle",
+        "knife",
+        "ladle",
+        "lettuce",
+        "mug",
+        "pan",
+        "plate",
+        "pot",
+        "potato",
+        "soapbar",
+        "spatula",
+        "spoon",
+        "tomato",
+    }
+)
 _NEEDS = {
     "pick_heat_then_place_in_recep": ("heat", _HEATABLE),
     "pick_cool_then_place_in_recep": ("cool", _COOLABLE),
@@ -196,10 +273,21 @@ _ACCEPTS = {
     "bathtubbasin": _CLEANABLE | {"soapbottle", "spraybottle", "handtowel", "towel"},
 }
 _BULKY = frozenset({"pillow", "laptop", "basketball", "baseballbat", "tennisracket", "box"})
-_SURFACES = frozenset({
-    "armchair", "bed", "sofa", "ottoman", "desk", "dresser", "diningtable", "coffeetable", "sidetable",
-    "countertop", "tvstand",
-})
+_SURFACES = frozenset(
+    {
+        "armchair",
+        "bed",
+        "sofa",
+        "ottoman",
+        "desk",
+        "dresser",
+        "diningtable",
+        "coffeetable",
+        "sidetable",
+        "countertop",
+        "tvstand",
+    }
+)
 _LAMPS = frozenset({"desklamp", "floorlamp"})
 _LAMP_STANDS = ("desk", "sidetable")
 
@@ -237,7 +325,8 @@ def validate_alfworld(task: Task) -> str | None:
             return f"a {obj} does not fit in a {target}; put it on furniture such as {sorted(_SURFACES)[:4]}"
     needed = [r for r in (None if looking else target, ALFWORLD_TOOLS.get(task_type)) if r]
     rooms = [
-        name for name, recs in ROOM_RECEPTACLES.items()
+        name
+        for name, recs in ROOM_RECEPTACLES.items()
         if all(recs.get(r, (0, 0))[1] > 0 for r in needed)
         and (not looking or any(recs.get(s, (0, 0))[1] > 0 for s in _LAMP_STANDS))
     ]
@@ -245,11 +334,14 @@ def validate_alfworld(task: Task) -> str | None:
         return f"no ALFWorld room has all of {needed}; the task cannot be set up"
     parsed = parse_alfworld_goal(task.instruction)
     if parsed is None:
-        return "the instruction is not in an ALFWorld goal phrasing (e.g. 'put a clean mug in coffeemachine.')"
+        return (
+            "the instruction is not in an ALFWorld goal phrasing (e.g. 'put a clean mug in coffeemachine.')"
+        )
     expected = {"task_type": task_type, "object": obj, ("lamp" if looking else "receptacle"): target}
     differing = {k: parsed.get(k) for k, v in expected.items() if parsed.get(k) != v}
     if differing:
-        return f"the instruction reads as {differing} but the task says {({k: expected[k] for k in differing})}"
+        wanted = {k: expected[k] for k in differing}
+        return f"the instruction reads as {differing} but the task says {wanted}"
     return None
 
 
@@ -295,13 +387,22 @@ def validate_webarena(task: Task) -> str | None:
             url.startswith(DEFAULT_SITE_URLS[s]) for s in sites
         )
         if not on_site:
-            return f"start_url {url!r:.80} is not on the task's sites {sites}; start with e.g. '__{sites[0].upper()}__'"
+            return (
+                f"start_url {url!r:.80} is not on the task's sites {sites}; "
+                f"start with e.g. '__{sites[0].upper()}__'"
+            )
     lowered = task.instruction.lower()
     for site, words in _SITE_WORDS.items():
         hits = [w for w in words if re.search(rf"\b{re.escape(w)}\b", lowered)]
-        if hits and site not in sites and not (site.startswith("shopping") and any(s.startswith("shopping")
-                                                                                   for s in sites)):
-            return f"the intent mentions {hits} ({site}) but the task's sites are {sites}: it cannot be done there"
+        if (
+            hits
+            and site not in sites
+            and not (site.startswith("shopping") and any(s.startswith("shopping") for s in sites))
+        ):
+            return (
+                f"the intent mentions {hits} ({site}) but the task's sites are {sites}: "
+                "it cannot be done there"
+            )
     evaluation = meta.get("eval")
     if not isinstance(evaluation, dict):
         return "the task has no evaluation ('eval'); without one, no answer can be judged"
