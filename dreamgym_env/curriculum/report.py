@@ -195,14 +195,16 @@ def plot_report(report: CurriculumReport, path: str | os.PathLike[str]) -> Path:
         x = [g[0] for g in report.growth]
         ax_growth.step(x, [g[1] for g in report.growth], where="post", label="seed")
         ax_growth.step(x, [g[2] for g in report.growth], where="post", label="generated")
-        ax_growth.step(x, [g[1] + g[2] for g in report.growth], where="post", label="total", color="black")
+        ax_growth.step(x, [g[1] + g[2] for g in report.growth], where="post", label="total", color="black", linestyle="--")
         ax_growth.legend()
     ax_growth.set(title="Pool size", xlabel="episodes recorded", ylabel="tasks")
 
     edges = np.asarray(VARIANCE_BINS)
     ax_var.bar(range(len(report.variance_histogram)), report.variance_histogram, color="tab:purple")
     ax_var.set_xticks(
-        range(len(report.variance_histogram)), ["0"] + [f"≤{min(hi, 0.25):.2f}" for hi in edges[2:]]
+        range(len(report.variance_histogram)),
+        ["0"] + [f"≤{min(hi, 0.25):.2f}" for hi in edges[2:]],
+        rotation=30,
     )
     ax_var.set(title=f"Group reward variance V (latest {report.n})", xlabel="V", ylabel="tasks")
 
