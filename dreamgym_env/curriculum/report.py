@@ -195,7 +195,14 @@ def plot_report(report: CurriculumReport, path: str | os.PathLike[str]) -> Path:
         x = [g[0] for g in report.growth]
         ax_growth.step(x, [g[1] for g in report.growth], where="post", label="seed")
         ax_growth.step(x, [g[2] for g in report.growth], where="post", label="generated")
-        ax_growth.step(x, [g[1] + g[2] for g in report.growth], where="post", label="total", color="black", linestyle="--")
+        ax_growth.step(
+            x,
+            [g[1] + g[2] for g in report.growth],
+            where="post",
+            label="total",
+            color="black",
+            linestyle="--",
+        )
         ax_growth.legend()
     ax_growth.set(title="Pool size", xlabel="episodes recorded", ylabel="tasks")
 
