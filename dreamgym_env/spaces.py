@@ -4,14 +4,21 @@ Gymnasium's default :class:`~gymnasium.spaces.Text` charset is alphanumeric, whi
 ``search[red shoes]`` and every realistic web or game observation. This subclass samples from printable
 ASCII (so random agents type plausible strings) and accepts any printable Unicode text plus newlines and
 tabs, because product titles and page text contain characters such as ``™`` and ``é``.
+
+Flattened (for ``AsyncVectorEnv``'s shared memory and ``FlattenObservation``), a string becomes its
+Unicode code points padded with -1, since no finite charset indexes every character it may hold.
 """
 
 from __future__ import annotations
 
 import string
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, overload
 
-from gymnasium.spaces import Text
+import numpy as np
+from gymnasium.spaces import Box, Text
+from gymnasium.spaces.utils import flatten, flatten_space, unflatten
+from gymnasium.vector.utils import read_from_shared_memory
 
 __all__ = ["FreeText"]
 
@@ -52,3 +59,67 @@ class FreeText(Text):
         )
 
     __hash__ = Text.__hash__ if Text.__hash__ is not None else object.__hash__
+
+
+_PAD = -1
+_MAX_CODE_POINT = 0x10FFFF
+
+
+@flatten.register(FreeText)
+def _flatten_free_text(space: FreeText, x: str) -> np.ndarray:
+    codes = np.full(space.max_length, _PAD, dtype=np.int32)
+    codes[: len(x)] = [ord(c) for c in x]
+    return codes
+
+
+@unflatten.register(FreeText)
+def _unflatten_free_text(space: FreeText, x: np.ndarray) -> str:
+    return "".join(chr(int(c)) for c in x if c != _PAD)
+
+
+@flatten_space.register(FreeText)
+def _flatten_free_text_space(space: FreeText) -> Box:
+    return Box(low=_PAD, high=_MAX_CODE_POINT, shape=(space.max_length,), dtype=np.int32)
+
+
+class SharedTextBatch(Sequence[str]):
+    """A live, read-only view of N strings in ``AsyncVectorEnv``'s shared memory.
+
+    ``AsyncVectorEnv`` reads its shared observation buffer once, at construction, and relies on the
+    result being a view that later writes show through (true of numpy arrays, not of a tuple of str).
+    This sequence decodes on access; ``copy.deepcopy`` (what ``AsyncVectorEnv(copy=True)``, the default,
+    returns) gives a plain tuple snapshot.
+    """
+
+    def __init__(self, space: FreeText, codes: np.ndarray) -> None:
+        self._space = space
+        self._codes = codes
+
+    def __len__(self) -> int:
+        return len(self._codes)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[str, ...]: ...
+    def __getitem__(self, index: int | slice) -> str | tuple[str, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        return _unflatten_free_text(self._space, self._codes[index])
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> tuple[str, ...]:
+        return tuple(self)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable view
+
+    def __repr__(self) -> str:
+        return f"SharedTextBatch({tuple(self)!r})"
+
+
+@read_from_shared_memory.register(FreeText)
+def _read_free_text(space: FreeText, shared_memory: Any, n: int = 1) -> SharedTextBatch:
+    codes = np.frombuffer(shared_memory.get_obj(), dtype=np.int32).reshape((n, space.max_length))
+    return SharedTextBatch(space, codes)

@@ -1,0 +1,44 @@
+import numpy as np
+import pytest
+from gymnasium.spaces.utils import flatten, flatten_space, unflatten
+from gymnasium.vector import AsyncVectorEnv
+
+from dreamgym_env import DreamGymEnv, FreeText, ScriptedBackend
+
+from tests._toy import ToyDomain
+
+TEXT = "search[red shoes, size 9™]\nPrice: 12€\tok"
+
+
+def test_contains_printable_unicode_and_length_bounds():
+    space = FreeText(max_length=64)
+    assert space.contains(TEXT)
+    assert not space.contains("x" * 65)
+    assert not space.contains("bell\x07")
+    assert not space.contains(3)
+    assert FreeText(max_length=5, min_length=2).contains("ab")
+    assert space.contains(space.sample())
+
+
+def test_flatten_round_trip_keeps_every_character():
+    space = FreeText(max_length=64)
+    flat = flatten(space, TEXT)
+    assert flat.dtype == np.int32 and flat.shape == (64,)
+    assert flatten_space(space).contains(flat)
+    assert unflatten(space, flat) == TEXT
+
+
+def _make_env():
+    return DreamGymEnv(ToyDomain(), backend=ScriptedBackend())
+
+
+@pytest.mark.parametrize("shared_memory", [True, False])
+def test_async_vector_env_carries_multiline_unicode_observations(shared_memory):
+    envs = AsyncVectorEnv([_make_env, _make_env], shared_memory=shared_memory)
+    try:
+        obs, _ = envs.reset(seed=0)
+        obs, *_ = envs.step(["go[1]", "go[2]"])
+        assert obs[0].endswith("You did: go[1] (step 1).") and "\n" in obs[0]
+        assert obs[1].endswith("You did: go[2] (step 1).")
+    finally:
+        envs.close()
