@@ -374,6 +374,19 @@ class TransitionStore:
                 ((np.ascontiguousarray(v, dtype=np.float32).tobytes(), i) for i, v in items),
             )
 
+    def set_reasoning(self, items: Iterable[tuple[str, int, str]]) -> int:
+        """Record reasoning traces for stored steps, given as (episode id, step, reasoning); returns rows updated.
+
+        Used by reasoning annotation: each call commits in one transaction, so an interrupted run keeps
+        every trace already written and can resume where it stopped.
+        """
+        with self._write() as conn:
+            cursor = conn.executemany(
+                "UPDATE transitions SET reasoning = ? WHERE episode_id = ? AND step = ?",
+                ((r, e, int(s)) for e, s, r in items),
+            )
+            return int(cursor.rowcount)
+
     def iter_pairs(self, batch_size: int = 10_000) -> Iterator[list[tuple[int, str, str]]]:
         """Yield batches of (id, state, action) for re-embedding."""
         last = 0

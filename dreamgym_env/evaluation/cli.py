@@ -1,0 +1,81 @@
+"""``dreamgym eval-fidelity``: score a served experience model (and baselines) on held-out real transitions."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from typing import Any
+
+__all__ = ["add_evaluation_commands"]
+
+
+def _cmd_eval_fidelity(args: argparse.Namespace) -> int:
+    from dreamgym_env.config import BackendConfig, EnvConfig
+    from dreamgym_env.evaluation.report import write_run
+    from dreamgym_env.evaluation.runner import BASELINES, evaluate, load_eval_cases, model_predictor
+    from dreamgym_env.experience.backends.openai_http import OpenAIBackend
+
+    cases, config = load_eval_cases(args.buffer, args.data, limit=args.limit, seed=args.seed)
+    print(f"{len(cases)} held-out transitions from {len({c.task.task_id for c in cases})} tasks", flush=True)
+    runs: list[tuple[str, Any, Any]] = [(name, BASELINES[name], None) for name in args.baseline]
+    if args.model:
+        backend = OpenAIBackend(
+            BackendConfig(
+                base_url=args.base_url, model=args.model, temperature=0.0, max_tokens=args.max_tokens,
+                max_concurrency=args.concurrency, timeout=args.timeout,
+            )
+        )
+        env_config = EnvConfig(parse_retries=0, max_state_chars=args.max_state_chars,
+                               max_reasoning_chars=args.max_reasoning_chars)
+        runs.append((args.name or args.model, model_predictor(backend, config, env_config), backend))
+    if not runs:
+        print("Nothing to evaluate: give --model (with --base-url) and/or --baseline NAME.")
+        return 2
+    for name, predictor, backend in runs:
+        started = time.monotonic()
+        report, records = asyncio.run(evaluate(name, predictor, cases, concurrency=args.concurrency))
+        extra = ""
+        if args.judge_model:
+            from dreamgym_env.evaluation.judge import judge_records
+
+            judge = OpenAIBackend(BackendConfig(base_url=args.judge_base_url, model=args.judge_model,
+                                                temperature=0.0, max_tokens=64))
+            tasks = {c.task.task_id: c.task.instruction for c in cases}
+            rubric = asyncio.run(judge_records(judge, records, tasks))
+            extra = f" judge={json.dumps(rubric)}"
+        path = write_run(args.out, report, records)
+        print(f"{name}: {json.dumps(report.as_dict())}{extra} ({time.monotonic() - started:.1f}s) -> {path}",
+              flush=True)
+    print((args.out.rstrip("/") + "/fidelity.md"), flush=True)
+    return 0
+
+
+def add_evaluation_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``eval-fidelity`` to the ``dreamgym`` command."""
+    p = commands.add_parser(
+        "eval-fidelity",
+        help="Replay held-out real transitions through a served experience model and baselines.",
+        description="Score next-state, done/success, admissible-action agreement and parse failures on the "
+        "held-out tasks of an SFT split (`dreamgym build-sft`). Writes NAME.fidelity.json, "
+        "NAME.predictions.jsonl, fidelity.md and fidelity.png into --out.",
+    )
+    p.add_argument("--buffer", required=True, help="Replay buffer the SFT data was built from.")
+    p.add_argument("--data", required=True, help="SFT data folder (its manifest names the held-out tasks).")
+    p.add_argument("--out", required=True, help="Results folder (shared by successive runs).")
+    p.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="The served model's endpoint.")
+    p.add_argument("--model", help="Served model name (omit to run baselines only).")
+    p.add_argument("--name", help="Row name in the table (default: the model name).")
+    p.add_argument("--baseline", action="append", default=[], choices=["repeat-state", "nearest-transition"],
+                   help="Also score a model-free baseline (repeatable).")
+    p.add_argument("--limit", type=int, help="Score a seeded sample of at most this many transitions.")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--max-tokens", type=int, default=512)
+    p.add_argument("--max-state-chars", type=int, default=1200, help="Cap on a predicted state (schema).")
+    p.add_argument("--max-reasoning-chars", type=int, default=400, help="Cap on the reasoning (schema).")
+    p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--judge-base-url", default="http://127.0.0.1:8001/v1", help="Judge endpoint (rubrics).")
+    p.add_argument("--judge-model", help="Also score the four judge rubrics with this served model.")
+    p.set_defaults(func=_cmd_eval_fidelity)

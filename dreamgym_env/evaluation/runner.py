@@ -1,0 +1,170 @@
+"""Replay held-out real transitions through a predictor (a served model or a baseline) and score them.
+
+The held-out cases are rebuilt exactly as the SFT data was (:mod:`dreamgym_env.training.sft_data`):
+same task split, same history window, demonstrations retrieved from training tasks only. A served
+model therefore sees the very requests the env would send it, and a baseline sees the same facts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from dreamgym_env.buffer import ReplayBuffer
+from dreamgym_env.config import EnvConfig
+from dreamgym_env.domains import get_domain
+from dreamgym_env.evaluation.fidelity import FidelityReport, TransitionScore, aggregate, score_transition
+from dreamgym_env.experience.backends.base import Backend
+from dreamgym_env.experience.model import ExperienceModel
+from dreamgym_env.experience.schema import ExperienceOutput
+from dreamgym_env.training.sft_data import (
+    DemonstrationIndex,
+    SFTBuildConfig,
+    TransitionCase,
+    build_cases,
+    load_manifest,
+)
+
+__all__ = [
+    "BASELINES",
+    "EvalRecord",
+    "Predictor",
+    "evaluate",
+    "load_eval_cases",
+    "model_predictor",
+    "nearest_transition",
+    "repeat_state",
+]
+
+Predictor = Callable[[TransitionCase], Awaitable[ExperienceOutput | None]]
+"""Predicts one transition; ``None`` means no valid answer (a parse failure)."""
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """One scored prediction, kept for inspection (``predictions.jsonl``)."""
+
+    task_id: str
+    episode_id: str
+    step: int
+    action: str
+    real_next_state: str
+    predicted: dict[str, Any] | None
+    score: TransitionScore
+
+
+def load_eval_cases(
+    buffer_path: str | Path, data_dir: str | Path, *, limit: int | None = None, seed: int = 0
+) -> tuple[list[TransitionCase], SFTBuildConfig]:
+    """The held-out transitions of the split recorded in ``data_dir``'s manifest, with their requests' facts.
+
+    Args:
+        buffer_path: The replay buffer the SFT data was built from.
+        data_dir: The SFT data folder (its ``manifest.json`` names the held-out tasks and prompt settings).
+        limit: Score at most this many transitions (a seeded sample, the same for every predictor).
+        seed: Seeds the sample.
+    """
+    manifest = load_manifest(data_dir)
+    config = SFTBuildConfig(**manifest.settings)
+    eval_tasks, train_tasks = set(manifest.eval_tasks), set(manifest.train_tasks)
+    with ReplayBuffer.open(buffer_path) as buffer:
+        grounded = [
+            t for t in buffer.iter_transitions(domain=config.domain) if t.source in ("offline", "real")
+        ]
+    index = DemonstrationIndex([t for t in grounded if t.task_id in train_tasks])
+    try:
+        cases = list(build_cases([t for t in grounded if t.task_id in eval_tasks], index, config.top_k))
+    finally:
+        index.close()
+    if limit is not None and len(cases) > limit:
+        cases = random.Random(seed).sample(cases, limit)
+    return cases, config
+
+
+def model_predictor(backend: Backend, config: SFTBuildConfig, env_config: EnvConfig | None = None) -> Predictor:
+    """Predictions of an experience model behind ``backend``, with the env's prompt settings.
+
+    Unparsable answers (after the configured retries) become ``None``, counted as parse failures.
+    """
+    base = env_config or EnvConfig()
+    settings = config.env_config()
+    env_config = base.model_copy(
+        update={
+            "history_window": settings.history_window,
+            "top_k": settings.top_k,
+            "max_admissible_actions": settings.max_admissible_actions,
+            "on_invalid_output": "fail_state",
+        }
+    )
+    model = ExperienceModel(get_domain(config.domain), backend, env_config)
+
+    async def predict(case: TransitionCase) -> ExperienceOutput | None:
+        t = case.transition
+        prediction = await model.apredict(
+            case.task, case.history, case.demonstrations, t.state, t.action, case.prev_admissible
+        )
+        return prediction.output
+
+    return predict
+
+
+async def repeat_state(case: TransitionCase) -> ExperienceOutput:
+    """Trivial baseline: nothing happens (the state and its commands stay; the episode goes on)."""
+    return ExperienceOutput(
+        reasoning="",
+        next_state=case.transition.state,
+        admissible_actions=case.prev_admissible,
+        done=False,
+        success=False,
+    )
+
+
+async def nearest_transition(case: TransitionCase) -> ExperienceOutput:
+    """Retrieval baseline: the outcome of the most similar training transition (the top demonstration)."""
+    if not case.demonstrations:
+        return await repeat_state(case)
+    demo = case.demonstrations[0]
+    return ExperienceOutput(
+        reasoning="",
+        next_state=demo.next_state,
+        admissible_actions=list(demo.metadata.get("admissible_actions") or []),
+        done=demo.done,
+        success=demo.success,
+    )
+
+
+BASELINES: dict[str, Predictor] = {"repeat-state": repeat_state, "nearest-transition": nearest_transition}
+"""Predictors that need no model, by name."""
+
+
+async def evaluate(
+    name: str, predictor: Predictor, cases: Sequence[TransitionCase], *, concurrency: int = 16
+) -> tuple[FidelityReport, list[EvalRecord]]:
+    """Score ``predictor`` on every case, ``concurrency`` requests at a time."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(case: TransitionCase) -> EvalRecord:
+        async with gate:
+            output = await predictor(case)
+        t = case.transition
+        return EvalRecord(
+            task_id=t.task_id,
+            episode_id=t.episode_id,
+            step=t.step,
+            action=t.action,
+            real_next_state=t.next_state,
+            predicted=None if output is None else output.model_dump(),
+            score=score_transition(output, t),
+        )
+
+    records = list(await asyncio.gather(*(one(c) for c in cases)))
+    return aggregate(name, [r.score for r in records]), records
+
+
+def with_name(report: FidelityReport, name: str) -> FidelityReport:
+    """The same report under another name."""
+    return replace(report, name=name)

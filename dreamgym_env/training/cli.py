@@ -1,0 +1,137 @@
+"""``dreamgym build-sft``, ``dreamgym annotate`` and ``dreamgym train``: the experience model's training chain."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from dataclasses import asdict
+
+__all__ = ["add_training_commands"]
+
+
+def _cmd_build_sft(args: argparse.Namespace) -> int:
+    from dreamgym_env.buffer import ReplayBuffer
+    from dreamgym_env.training.sft_data import SFTBuildConfig, build_sft_dataset
+
+    config = SFTBuildConfig(
+        domain=args.domain,
+        history_window=None if args.history_window < 0 else args.history_window,
+        top_k=args.top_k,
+        eval_fraction=args.eval_fraction,
+        seed=args.seed,
+        max_prompt_chars=args.max_prompt_chars,
+        max_admissible_actions=args.max_admissible_actions,
+    )
+    with ReplayBuffer.open(args.buffer) as buffer:
+        report = build_sft_dataset(buffer.iter_transitions(domain=args.domain), args.out, config)
+    print(
+        f"{report.train_examples} training and {report.eval_examples} evaluation examples "
+        f"({len(report.train_tasks)} / {len(report.eval_tasks)} tasks, {report.dropped_long} dropped as too long, "
+        f"{report.annotated} transitions with reasoning) in {args.out}"
+    )
+    return 0
+
+
+def _cmd_annotate(args: argparse.Namespace) -> int:
+    from dreamgym_env.buffer import ReplayBuffer
+    from dreamgym_env.config import BackendConfig
+    from dreamgym_env.experience.backends.openai_http import OpenAIBackend
+    from dreamgym_env.training.annotate import annotate_buffer
+
+    teacher = OpenAIBackend(
+        BackendConfig(base_url=args.base_url, model=args.model, temperature=args.temperature,
+                      max_tokens=args.max_tokens, max_concurrency=args.concurrency)
+    )
+    with ReplayBuffer.open(args.buffer) as buffer:
+        report = asyncio.run(
+            annotate_buffer(buffer, teacher, domain=args.domain, concurrency=args.concurrency,
+                            limit=args.limit, overwrite=args.overwrite)
+        )
+    print(json.dumps(asdict(report)))
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from dreamgym_env.training.train import ScratchModelSpec, TrainConfig, save_untrained, train_experience_model
+
+    spec = ScratchModelSpec(
+        hidden_size=args.hidden_size, num_hidden_layers=args.layers, num_attention_heads=args.heads,
+        num_key_value_heads=args.kv_heads, intermediate_size=args.intermediate_size, vocab_size=args.vocab_size,
+    )
+    config = TrainConfig(
+        data_dir=args.data, output_dir=args.out, base_model=args.base_model, from_scratch=args.from_scratch,
+        scratch=spec, lora=args.lora, lora_r=args.lora_r, lora_alpha=args.lora_alpha, merge_lora=args.merge_lora,
+        epochs=args.epochs, max_steps=args.max_steps, max_seconds=args.max_seconds, learning_rate=args.lr,
+        batch_size=args.batch_size, grad_accum=args.grad_accum, max_length=args.max_length, seed=args.seed,
+        evaluate=not args.no_eval, use_cpu=args.cpu,
+    )
+    if args.untrained:
+        print(f"untrained model saved to {save_untrained(config)}")
+        return 0
+    result = train_experience_model(config)
+    print(json.dumps(asdict(result)))
+    print(f"serve it with: {result.serve_hint}")
+    return 0
+
+
+def add_training_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``build-sft``, ``annotate`` and ``train`` to the ``dreamgym`` command."""
+    b = commands.add_parser(
+        "build-sft", help="Build chat SFT data (the env's exact requests) from real transitions, split by task."
+    )
+    b.add_argument("--buffer", required=True, help="Replay buffer holding real/offline transitions.")
+    b.add_argument("--out", required=True, help="Output folder: train.jsonl, eval.jsonl, manifest.json.")
+    b.add_argument("--domain", default="textworld")
+    b.add_argument("--history-window", type=int, default=2,
+                   help="Steps of history in each prompt (-1: all). Use the same value on the env at inference.")
+    b.add_argument("--top-k", type=int, default=1,
+                   help="Demonstrations per prompt. Use the same value on the env at inference.")
+    b.add_argument("--eval-fraction", type=float, default=0.2, help="Share of tasks held out.")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--max-prompt-chars", type=int, help="Drop examples whose prompt is longer (never cut).")
+    b.add_argument("--max-admissible-actions", type=int, default=64)
+    b.set_defaults(func=_cmd_build_sft)
+
+    a = commands.add_parser("annotate", help="Have a teacher model write the reasoning of each real transition.")
+    a.add_argument("--buffer", required=True)
+    a.add_argument("--base-url", required=True, help="The teacher's OpenAI-compatible endpoint.")
+    a.add_argument("--model", required=True, help="The teacher's served model name.")
+    a.add_argument("--domain")
+    a.add_argument("--concurrency", type=int, default=8)
+    a.add_argument("--limit", type=int, help="Annotate at most this many in this run (resumable).")
+    a.add_argument("--overwrite", action="store_true", help="Re-annotate transitions that have reasoning.")
+    a.add_argument("--temperature", type=float, default=0.0)
+    a.add_argument("--max-tokens", type=int, default=512)
+    a.set_defaults(func=_cmd_annotate)
+
+    t = commands.add_parser(
+        "train", help="Train the experience model with TRL's SFT trainer (LoRA, full, or from scratch)."
+    )
+    t.add_argument("--data", required=True, help="Folder from `dreamgym build-sft`.")
+    t.add_argument("--out", required=True, help="Model (or adapter) output folder.")
+    src = t.add_mutually_exclusive_group(required=True)
+    src.add_argument("--base-model", help="Local pretrained model folder to fine-tune.")
+    src.add_argument("--from-scratch", action="store_true", help="Train a tokenizer and a small Llama on the data.")
+    t.add_argument("--untrained", action="store_true", help="With --from-scratch: save the initial model only.")
+    t.add_argument("--lora", action="store_true", help="Train a LoRA adapter (served with vLLM --enable-lora).")
+    t.add_argument("--lora-r", type=int, default=16)
+    t.add_argument("--lora-alpha", type=int, default=32)
+    t.add_argument("--merge-lora", action="store_true", help="Save the merged model instead of the adapter.")
+    t.add_argument("--epochs", type=float, default=3.0)
+    t.add_argument("--max-steps", type=int, default=-1)
+    t.add_argument("--max-seconds", type=float, help="Wall-clock training budget.")
+    t.add_argument("--lr", type=float, help="Learning rate (default: 2e-3 scratch, 2e-4 LoRA, 2e-5 full).")
+    t.add_argument("--batch-size", type=int, default=8)
+    t.add_argument("--grad-accum", type=int, default=1)
+    t.add_argument("--max-length", type=int, default=1024, help="Token limit; longer examples are dropped.")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--no-eval", action="store_true", help="Skip the held-out loss after training.")
+    t.add_argument("--cpu", action="store_true", help="Train on the CPU even if a GPU is present.")
+    t.add_argument("--hidden-size", type=int, default=256)
+    t.add_argument("--layers", type=int, default=4)
+    t.add_argument("--heads", type=int, default=8)
+    t.add_argument("--kv-heads", type=int, default=4)
+    t.add_argument("--intermediate-size", type=int, default=688)
+    t.add_argument("--vocab-size", type=int, default=2048)
+    t.set_defaults(func=_cmd_train)

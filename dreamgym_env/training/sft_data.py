@@ -1,0 +1,301 @@
+"""Supervised fine-tuning data for the experience model, built from real transitions.
+
+Each example pairs the *exact* request the env sends at inference time (built with
+:meth:`ExperienceModel.build_request`: domain instructions, task, history, retrieved demonstrations,
+state and action) with the answer the real environment gave, as the JSON the model must emit.
+Train and evaluation sets are split **by task**, never by transition: every transition of a held-out
+task (all its episodes, whatever the policy) stays out of training, and demonstrations shown in any
+prompt are drawn from training tasks only, so nothing of an evaluation task leaks into training.
+
+Prompt length is bounded the way the env bounds it at inference: ``history_window`` (most recent
+steps shown) and ``top_k`` (demonstrations). The same two values must be set on the env that serves
+the trained model (``gymnasium.make(..., history_window=..., top_k=...)``); they are written to the
+dataset manifest (``manifest.json``) and to the trained model's ``dreamgym_training.json``.
+``max_prompt_chars`` drops (never cuts) examples whose prompt is longer still, because a cut prompt
+would no longer be the request the env sends.
+
+Transitions carry what the request needs besides their own fields in ``metadata``:
+``task_metadata`` (the task's hidden facts, :attr:`Task.metadata`), ``admissible_actions`` (the real
+admissible actions *after* the step, the target's list) and ``prev_admissible_actions`` (before it).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dreamgym_env.config import EnvConfig
+from dreamgym_env.domains import Domain, get_domain
+from dreamgym_env.errors import ConfigError, DataFormatError
+from dreamgym_env.experience.backends.scripted import ScriptedBackend
+from dreamgym_env.experience.model import ExperienceModel
+from dreamgym_env.experience.schema import ExperienceOutput
+from dreamgym_env.types import Step, Task, Transition
+
+__all__ = [
+    "MANIFEST_FILE",
+    "SFTBuildConfig",
+    "SFTBuildReport",
+    "TransitionCase",
+    "build_cases",
+    "build_sft_dataset",
+    "episodes_of",
+    "load_manifest",
+    "split_by_task",
+    "target_output",
+    "task_of",
+]
+
+MANIFEST_FILE = "manifest.json"
+
+
+@dataclass(frozen=True)
+class SFTBuildConfig:
+    """How transitions become examples.
+
+    Attributes:
+        domain: Domain name (its instructions open every prompt).
+        history_window: Most recent steps of history in the prompt (the env's ``history_window``).
+        top_k: Demonstrations retrieved per example (the env's ``top_k``).
+        eval_fraction: Share of *tasks* held out for evaluation.
+        seed: Seeds the task split.
+        max_prompt_chars: Examples whose prompt (all messages) is longer are dropped; ``None`` keeps all.
+        max_admissible_actions: Cap on the target's admissible actions (the env's
+            ``max_admissible_actions``, which the output schema enforces at inference).
+        empty_reasoning: Reasoning used for transitions no teacher has annotated.
+    """
+
+    domain: str = "textworld"
+    history_window: int | None = 2
+    top_k: int = 1
+    eval_fraction: float = 0.2
+    seed: int = 0
+    max_prompt_chars: int | None = None
+    max_admissible_actions: int = 64
+    empty_reasoning: str = ""
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.eval_fraction < 1.0:
+            raise ConfigError(f"eval_fraction must be in (0, 1), got {self.eval_fraction}.")
+        if self.top_k < 0 or (self.history_window is not None and self.history_window < 0):
+            raise ConfigError("top_k and history_window must be >= 0 (history_window None keeps all).")
+
+    def env_config(self) -> EnvConfig:
+        """The env settings that reproduce these prompts at inference time."""
+        return EnvConfig(
+            history_window=self.history_window,
+            top_k=self.top_k,
+            max_admissible_actions=self.max_admissible_actions,
+        )
+
+
+@dataclass(frozen=True)
+class TransitionCase:
+    """One real transition with everything its request needs."""
+
+    task: Task
+    history: tuple[Step, ...]
+    demonstrations: tuple[Transition, ...]
+    transition: Transition
+
+    @property
+    def prev_admissible(self) -> list[str]:
+        """Admissible actions before the step (empty when not recorded)."""
+        return list(self.transition.metadata.get("prev_admissible_actions") or [])
+
+
+@dataclass
+class SFTBuildReport:
+    """What :func:`build_sft_dataset` wrote."""
+
+    train_examples: int
+    eval_examples: int
+    train_tasks: list[str]
+    eval_tasks: list[str]
+    dropped_long: int
+    annotated: int
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def task_of(transition: Transition) -> Task:
+    """The task a transition belongs to, as the env saw it (hidden facts from ``task_metadata``)."""
+    return Task(
+        task_id=transition.task_id,
+        domain=transition.domain,
+        instruction=transition.task,
+        metadata=dict(transition.metadata.get("task_metadata") or {}),
+    )
+
+
+def target_output(transition: Transition, *, max_actions: int = 64, empty_reasoning: str = "") -> ExperienceOutput:
+    """The answer the model must learn for ``transition``: what the real environment did."""
+    return ExperienceOutput(
+        reasoning=transition.reasoning or empty_reasoning,
+        next_state=transition.next_state,
+        admissible_actions=list(transition.metadata.get("admissible_actions") or [])[:max_actions],
+        done=transition.done,
+        success=transition.done and transition.success,
+    )
+
+
+def episodes_of(transitions: Iterable[Transition]) -> dict[str, list[Transition]]:
+    """Transitions grouped by episode, each episode in step order.
+
+    Raises:
+        DataFormatError: an episode has the same step twice (the buffer was filled with
+            ``dedup="content"``, which can drop steps of later episodes; use ``dedup="episode"``).
+    """
+    episodes: dict[str, list[Transition]] = defaultdict(list)
+    for t in transitions:
+        episodes[t.episode_id].append(t)
+    for episode_id, steps in episodes.items():
+        steps.sort(key=lambda t: t.step)
+        numbers = [t.step for t in steps]
+        if len(set(numbers)) != len(numbers):
+            raise DataFormatError(
+                f"episode {episode_id} has repeated steps {numbers}; rebuild the buffer with dedup='episode'",
+                
+            )
+    return dict(episodes)
+
+
+def split_by_task(task_ids: Iterable[str], eval_fraction: float, seed: int = 0) -> tuple[list[str], list[str]]:
+    """Split task ids into (train, eval), deterministically; both sides non-empty when there are 2+ tasks.
+
+    The split depends only on the set of ids, the fraction and the seed, so rebuilding the data with
+    more transitions of the same tasks keeps every task on its side.
+    """
+    ids = sorted(set(task_ids))
+    random.Random(seed).shuffle(ids)
+    if len(ids) < 2:
+        return sorted(ids), []
+    n_eval = min(len(ids) - 1, max(1, round(len(ids) * eval_fraction)))
+    return sorted(ids[n_eval:]), sorted(ids[:n_eval])
+
+
+class DemonstrationIndex:
+    """Top-k similar transitions from *training* tasks, never from the query's own task.
+
+    Wraps an in-memory :class:`~dreamgym_env.buffer.ReplayBuffer` (the hashing embedder, as the env's
+    default buffer) holding only training transitions.
+    """
+
+    def __init__(self, transitions: Sequence[Transition]) -> None:
+        from dreamgym_env.buffer import ReplayBuffer
+
+        self._buffer = ReplayBuffer.open(":memory:", dedup="episode")
+        if transitions:
+            self._buffer.add_many(list(transitions))
+
+    def retrieve(self, transition: Transition, k: int) -> tuple[Transition, ...]:
+        """Up to ``k`` demonstrations for ``transition`` from other tasks, best first."""
+        if k <= 0:
+            return ()
+        hits = self._buffer.search(transition.state, transition.action, 4 * k + 8, domain=transition.domain)
+        return tuple(h.transition for h in hits if h.transition.task_id != transition.task_id)[:k]
+
+    def close(self) -> None:
+        """Release the in-memory buffer."""
+        self._buffer.close()
+
+
+def build_cases(
+    transitions: Iterable[Transition], demonstrations: DemonstrationIndex | None, top_k: int
+) -> Iterator[TransitionCase]:
+    """Every transition with its task, full history (the model applies the window) and demonstrations."""
+    for steps in episodes_of(transitions).values():
+        history: list[Step] = []
+        for t in steps:
+            demos = demonstrations.retrieve(t, top_k) if demonstrations is not None else ()
+            yield TransitionCase(task_of(t), tuple(history), demos, t)
+            history.append(Step(state=t.state, action=t.action))
+
+
+def _example(model: ExperienceModel, case: TransitionCase, config: SFTBuildConfig) -> dict[str, Any]:
+    request = model.build_request(
+        case.task, case.history, case.demonstrations, case.transition.state, case.transition.action,
+        case.prev_admissible,
+    )
+    answer = target_output(
+        case.transition, max_actions=config.max_admissible_actions, empty_reasoning=config.empty_reasoning
+    )
+    return {
+        "prompt": request.messages,
+        "completion": [{"role": "assistant", "content": answer.model_dump_json()}],
+        "task_id": case.task.task_id,
+        "episode_id": case.transition.episode_id,
+        "step": case.transition.step,
+    }
+
+
+def _prompt_chars(example: dict[str, Any]) -> int:
+    return sum(len(m["content"]) for m in example["prompt"])
+
+
+def build_sft_dataset(
+    transitions: Iterable[Transition], out_dir: str | Path, config: SFTBuildConfig | None = None
+) -> SFTBuildReport:
+    """Write ``train.jsonl``, ``eval.jsonl`` and ``manifest.json`` (split and prompt settings) to ``out_dir``.
+
+    Examples are TRL's conversational prompt-completion rows (``prompt``: the env's messages,
+    ``completion``: the assistant's JSON answer), plus ``task_id``/``episode_id``/``step`` for tracing.
+    Only grounded transitions (``offline`` or ``real``) are used: training on the simulator's own
+    output would teach it its mistakes.
+    """
+    config = config or SFTBuildConfig()
+    domain: Domain = get_domain(config.domain)
+    grounded = [t for t in transitions if t.domain == domain.name and t.source in ("offline", "real")]
+    if not grounded:
+        raise DataFormatError(
+            f"no real or offline {domain.name!r} transitions to build SFT data from; collect real transitions "
+            "into the buffer first",
+        )
+    train_ids, eval_ids = split_by_task((t.task_id for t in grounded), config.eval_fraction, config.seed)
+    train_set = set(train_ids)
+    train_t = [t for t in grounded if t.task_id in train_set]
+    eval_t = [t for t in grounded if t.task_id not in train_set]
+    model = ExperienceModel(domain, ScriptedBackend(), config.env_config())
+    index = DemonstrationIndex(train_t)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    counts = {"train": 0, "eval": 0}
+    dropped = 0
+    try:
+        for split, items in (("train", train_t), ("eval", eval_t)):
+            with (out / f"{split}.jsonl").open("w", encoding="utf-8") as f:
+                for case in build_cases(items, index, config.top_k):
+                    example = _example(model, case, config)
+                    if config.max_prompt_chars is not None and _prompt_chars(example) > config.max_prompt_chars:
+                        dropped += 1
+                        continue
+                    f.write(json.dumps(example, ensure_ascii=False) + "\n")
+                    counts[split] += 1
+    finally:
+        index.close()
+    report = SFTBuildReport(
+        train_examples=counts["train"],
+        eval_examples=counts["eval"],
+        train_tasks=train_ids,
+        eval_tasks=eval_ids,
+        dropped_long=dropped,
+        annotated=sum(1 for t in grounded if t.reasoning),
+        settings=asdict(config),
+    )
+    (out / MANIFEST_FILE).write_text(json.dumps(asdict(report), indent=1) + "\n", encoding="utf-8")
+    return report
+
+
+def load_manifest(data_dir: str | Path) -> SFTBuildReport:
+    """Read the manifest :func:`build_sft_dataset` wrote (the split and the prompt settings)."""
+    path = Path(data_dir) / MANIFEST_FILE
+    try:
+        return SFTBuildReport(**json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError) as e:
+        raise DataFormatError(
+            f"cannot read the SFT manifest ({e}); build the data with `dreamgym build-sft` first", path=str(path)
+        ) from e

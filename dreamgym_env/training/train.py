@@ -1,0 +1,384 @@
+"""Fine-tune (or train from scratch) an experience model on SFT data with TRL's ``SFTTrainer``.
+
+Three ways, one entry point (``dreamgym train``):
+
+* **LoRA on a pretrained model** (a GPU; the production path): ``--base-model DIR --lora``. The output
+  folder is a PEFT adapter that vLLM serves with its LoRA support
+  (``--enable-lora --lora-modules NAME=OUT``), or a merged model with ``--merge-lora``.
+* **Full fine-tuning** of a (small) pretrained model: ``--base-model DIR``.
+* **From scratch** (CPU, minutes): ``--from-scratch`` trains a byte-level BPE tokenizer on the data and
+  a small Llama-architecture model. Each domain's system prompt (instructions ~3k characters, identical
+  in every request) becomes *one* added token of the tokenizer, so it costs one position instead of
+  ~700 and the model's short context goes to the task, history and demonstrations.
+
+The loss covers only the completion (the JSON answer): the prompt is given, not predicted. Examples
+longer than ``max_length`` tokens are dropped, not cut (a cut prompt is not the env's request). The
+output folder is a ``save_pretrained`` model (or adapter) plus ``dreamgym_training.json``, which records
+the prompt settings the env must reuse (``history_window``, ``top_k``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from dreamgym_env.errors import ConfigError, DataFormatError, DependencyNotInstalled
+from dreamgym_env.training.sft_data import load_manifest
+
+__all__ = ["TRAINING_MANIFEST", "ScratchModelSpec", "TrainConfig", "TrainResult", "train_experience_model"]
+
+TRAINING_MANIFEST = "dreamgym_training.json"
+
+# ChatML, as the serving stack's tiny models and the Qwen family use.
+_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<pad>")
+
+
+@dataclass(frozen=True)
+class ScratchModelSpec:
+    """Architecture of a model trained from scratch.
+
+    ``hidden_size / num_attention_heads`` must be a head size vLLM's CPU attention supports (32, 64,
+    80, 96, 112, 128...): 256 / 8 = 32.
+    """
+
+    vocab_size: int = 2048
+    hidden_size: int = 256
+    intermediate_size: int = 688
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 8
+    num_key_value_heads: int = 4
+    max_position_embeddings: int = 2048
+
+    def __post_init__(self) -> None:
+        head_dim, rest = divmod(self.hidden_size, self.num_attention_heads)
+        if rest or head_dim % 16 or head_dim < 32:
+            raise ConfigError(
+                f"hidden_size {self.hidden_size} / num_attention_heads {self.num_attention_heads} must be a whole "
+                "head size of at least 32 and a multiple of 16 (vLLM's CPU attention supports 32, 64, 80, ...)."
+            )
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run.
+
+    Attributes:
+        data_dir: Folder written by ``dreamgym build-sft`` (``train.jsonl``, ``eval.jsonl``, manifest).
+        output_dir: Where the model (or adapter) is saved.
+        base_model: A local pretrained model folder; ``None`` with ``from_scratch``.
+        from_scratch: Train a tokenizer and a :class:`ScratchModelSpec` model on the data.
+        scratch: The from-scratch architecture.
+        lora: Train a LoRA adapter instead of all weights (needs ``peft``).
+        lora_r: LoRA rank.
+        lora_alpha: LoRA scaling.
+        merge_lora: Save the base model with the adapter merged in (served like any model).
+        epochs: Passes over the training data (an upper bound when ``max_seconds`` is set).
+        max_steps: Optimizer steps; ``-1`` uses ``epochs``.
+        max_seconds: Wall-clock budget; training stops at the first step past it.
+        learning_rate: Peak learning rate (cosine decay, 3% warm-up).
+        batch_size: Examples per device step.
+        grad_accum: Steps accumulated per optimizer update.
+        max_length: Token limit per example; longer ones are dropped.
+        seed: Seeds initialisation and data order.
+        evaluate: Report the loss on ``eval.jsonl`` after training.
+        use_cpu: Train on the CPU even when a GPU is present.
+    """
+
+    data_dir: str
+    output_dir: str
+    base_model: str | None = None
+    from_scratch: bool = False
+    scratch: ScratchModelSpec = ScratchModelSpec()
+    lora: bool = False
+    lora_r: int = 16
+    lora_alpha: int = 32
+    merge_lora: bool = False
+    epochs: float = 3.0
+    max_steps: int = -1
+    max_seconds: float | None = None
+    learning_rate: float | None = None
+    batch_size: int = 8
+    grad_accum: int = 1
+    max_length: int = 1024
+    seed: int = 0
+    evaluate: bool = True
+    use_cpu: bool = False
+
+    def __post_init__(self) -> None:
+        if self.from_scratch == (self.base_model is not None):
+            raise ConfigError("Give exactly one of base_model (a local model folder) and from_scratch=True.")
+        if self.lora and self.from_scratch:
+            raise ConfigError("LoRA adapts a pretrained model; a from-scratch model trains all its weights.")
+        if self.merge_lora and not self.lora:
+            raise ConfigError("merge_lora needs lora=True.")
+
+    @property
+    def lr(self) -> float:
+        """The learning rate: the given one, or a default suited to the kind of run."""
+        if self.learning_rate is not None:
+            return self.learning_rate
+        return 2e-3 if self.from_scratch else 2e-4 if self.lora else 2e-5
+
+
+@dataclass
+class TrainResult:
+    """What a run produced."""
+
+    output_dir: str
+    parameters: int
+    train_examples: int
+    dropped_long: int
+    steps: int
+    train_loss: float | None
+    eval_loss: float | None
+    seconds: float
+    serve_hint: str
+
+
+def _import_stack() -> tuple[Any, Any, Any, Any]:
+    try:
+        import datasets
+        import torch
+        import transformers
+        import trl
+    except ImportError as e:
+        raise DependencyNotInstalled(e.name or "trl", "train", "Training the experience model") from e
+    return torch, transformers, trl, datasets
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    try:
+        with path.open(encoding="utf-8") as f:
+            for line_no, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                    rows.append({"prompt": row["prompt"], "completion": row["completion"]})
+                except (ValueError, KeyError) as e:
+                    raise DataFormatError(f"not an SFT example ({e})", path=str(path), line=line_no) from e
+    except FileNotFoundError:
+        return []
+    return rows
+
+
+def _render(messages: list[dict[str, str]]) -> str:
+    return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+
+
+def build_scratch_tokenizer(rows: list[dict[str, Any]], spec: ScratchModelSpec) -> Any:
+    """A byte-level BPE trained on the examples, with each distinct system prompt as one added token."""
+    _, transformers, _, _ = _import_stack()
+    import tokenizers
+
+    systems = sorted({m["content"] for r in rows for m in r["prompt"] if m["role"] == "system"})
+    texts = [_render(r["prompt"] + r["completion"]) for r in rows]
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token=None))
+    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=spec.vocab_size,
+        special_tokens=list(_SPECIAL_TOKENS),
+        show_progress=False,
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+    )
+    bpe.train_from_iterator(texts, trainer=trainer)
+    bpe.add_tokens([tokenizers.AddedToken(s, normalized=False, special=False) for s in systems])
+    tok = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        bos_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        pad_token="<pad>",
+        model_max_length=spec.max_position_embeddings,
+    )
+    tok.chat_template = _CHAT_TEMPLATE
+    return tok
+
+
+def _scratch_model(tok: Any, spec: ScratchModelSpec, seed: int) -> Any:
+    torch, transformers, _, _ = _import_stack()
+    torch.manual_seed(seed)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_hidden_layers,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_key_value_heads,
+        max_position_embeddings=spec.max_position_embeddings,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    return transformers.LlamaForCausalLM(config)
+
+
+def _fits(tok: Any, rows: list[dict[str, Any]], max_length: int) -> list[dict[str, Any]]:
+    kept = []
+    for row in rows:
+        text = tok.apply_chat_template(row["prompt"] + row["completion"], tokenize=False)
+        if len(tok(text, add_special_tokens=False)["input_ids"]) + 1 <= max_length:
+            kept.append(row)
+    return kept
+
+
+def save_untrained(config: TrainConfig) -> str:
+    """Save the from-scratch tokenizer and randomly initialised model without training (a baseline).
+
+    Returns:
+        The output folder, loadable by vLLM like a trained one.
+    """
+    rows = _read_jsonl(Path(config.data_dir) / "train.jsonl")
+    if not rows:
+        raise DataFormatError("no training examples", path=str(Path(config.data_dir) / "train.jsonl"))
+    tok = build_scratch_tokenizer(rows, config.scratch)
+    model = _scratch_model(tok, config.scratch, config.seed)
+    _save(model, tok, Path(config.output_dir))
+    return config.output_dir
+
+
+def _save(model: Any, tok: Any, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    tok.save_pretrained(out)
+    # A saved generation_config.json would become vLLM's default sampling parameters: drop it so
+    # requests keep their own settings.
+    (out / "generation_config.json").unlink(missing_ok=True)
+
+
+def train_experience_model(config: TrainConfig) -> TrainResult:
+    """Run one SFT training and save a folder vLLM can serve.
+
+    Raises:
+        DataFormatError: the data folder holds no usable training examples.
+        DependencyNotInstalled: TRL, datasets, transformers or torch (or peft for LoRA) is missing.
+    """
+    torch, transformers, trl, datasets = _import_stack()
+    started = time.monotonic()
+    data = Path(config.data_dir)
+    manifest = load_manifest(data)
+    train_rows = _read_jsonl(data / "train.jsonl")
+    eval_rows = _read_jsonl(data / "eval.jsonl")
+    if not train_rows:
+        raise DataFormatError("no training examples; build them with `dreamgym build-sft`", path=str(data))
+
+    if config.from_scratch:
+        tok = build_scratch_tokenizer(train_rows, config.scratch)
+        model = _scratch_model(tok, config.scratch, config.seed)
+    else:
+        assert config.base_model is not None
+        tok = transformers.AutoTokenizer.from_pretrained(config.base_model)
+        model = transformers.AutoModelForCausalLM.from_pretrained(config.base_model, torch_dtype="auto")
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+    kept = _fits(tok, train_rows, config.max_length)
+    dropped = len(train_rows) - len(kept)
+    if not kept:
+        raise DataFormatError(
+            f"every training example is longer than max_length={config.max_length} tokens; raise max_length "
+            "or rebuild the data with a smaller history_window/top_k", path=str(data / "train.jsonl"),
+        )
+    eval_kept = _fits(tok, eval_rows, config.max_length) if config.evaluate else []
+
+    peft_config = None
+    if config.lora:
+        try:
+            import peft
+        except ImportError as e:
+            raise DependencyNotInstalled("peft", "train", "LoRA training") from e
+        peft_config = peft.LoraConfig(
+            r=config.lora_r, lora_alpha=config.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM"
+        )
+
+    out = Path(config.output_dir)
+    args = trl.SFTConfig(
+        output_dir=str(out / "_trainer"),
+        num_train_epochs=config.epochs,
+        max_steps=config.max_steps,
+        learning_rate=config.lr,
+        lr_scheduler_type="cosine",
+        warmup_steps=0.03,
+        per_device_train_batch_size=config.batch_size,
+        per_device_eval_batch_size=config.batch_size,
+        gradient_accumulation_steps=config.grad_accum,
+        max_length=config.max_length,
+        completion_only_loss=True,
+        logging_steps=10,
+        save_strategy="no",
+        report_to=[],
+        seed=config.seed,
+        use_cpu=config.use_cpu,
+        bf16=False,
+        fp16=False,
+        dataloader_num_workers=0,
+        disable_tqdm=os.environ.get("DREAMGYM_NO_PROGRESS") == "1",
+    )
+    trainer = trl.SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=datasets.Dataset.from_list(kept),
+        eval_dataset=datasets.Dataset.from_list(eval_kept) if eval_kept else None,
+        processing_class=tok,
+        peft_config=peft_config,
+        callbacks=[_deadline_callback(transformers, config.max_seconds)] if config.max_seconds else None,
+    )
+    output = trainer.train()
+    eval_loss = None
+    if eval_kept:
+        eval_loss = float(trainer.evaluate()["eval_loss"])
+
+    final = trainer.model
+    if config.lora and config.merge_lora:
+        final = final.merge_and_unload()
+    _save(final, tok, out)
+    served_as_adapter = config.lora and not config.merge_lora
+    hint = (
+        f"vllm serve {config.base_model} --enable-lora --lora-modules experience={out}"
+        if served_as_adapter
+        else f"python -m vllm.entrypoints.openai.api_server --model {out} --served-model-name experience"
+    )
+    result = TrainResult(
+        output_dir=str(out),
+        parameters=sum(p.numel() for p in final.parameters()),
+        train_examples=len(kept),
+        dropped_long=dropped,
+        steps=int(output.global_step),
+        train_loss=float(output.training_loss) if output.training_loss is not None else None,
+        eval_loss=eval_loss,
+        seconds=round(time.monotonic() - started, 1),
+        serve_hint=hint,
+    )
+    settings = manifest.settings
+    record = {
+        "result": asdict(result),
+        "config": {**asdict(config), "learning_rate": config.lr},
+        "env_settings": {k: settings.get(k) for k in ("domain", "history_window", "top_k", "max_admissible_actions")},
+        "eval_tasks": manifest.eval_tasks,
+        "lora_adapter": served_as_adapter,
+    }
+    (out / TRAINING_MANIFEST).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return result
+
+
+def _deadline_callback(transformers: Any, seconds: float) -> Any:
+    """Stops training at the first optimizer step past a wall-clock budget."""
+
+    class Deadline(transformers.TrainerCallback):  # type: ignore[misc, name-defined]
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.deadline = time.monotonic() + seconds
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if time.monotonic() >= self.deadline:
+                control.should_training_stop = True
+
+    return Deadline()
