@@ -1,0 +1,94 @@
+"""Text observations as fixed-size vectors, for policies that read arrays (stable-baselines3's MLPs).
+
+The replay buffer's offline :class:`~dreamgym_env.buffer.embedders.HashingEmbedder` is the default: it
+needs no weights, no server and no torch, gives the same vector in every process (so vectorised SB3
+workers agree), and is fast enough to sit inside ``step``. Any other
+:class:`~dreamgym_env.buffer.embedders.Embedder` (a local sentence-transformers model, an
+OpenAI-compatible embeddings endpoint) plugs in unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from dreamgym_env.buffer.embedders import Embedder, HashingEmbedder
+from dreamgym_env.errors import ConfigError
+
+__all__ = ["EmbeddedField", "TextEmbedding"]
+
+EmbeddedField = Literal["observation", "task", "admissible_actions"]
+"""What a block of the vector embeds: the observation text, ``info["task"]`` (the instruction, which
+later observations of many games no longer repeat), or ``info["admissible_actions"]`` joined (what
+can be done here)."""
+
+_FIELDS: tuple[str, ...] = ("observation", "task", "admissible_actions")
+
+
+class TextEmbedding(gym.Wrapper[np.ndarray, Any, str, Any]):
+    """Replace the text observation by its embedding: a ``Box(-1, 1, (len(fields) * dim,), float32)``.
+
+    Each entry of ``fields`` is embedded separately and the unit vectors are concatenated, so the
+    task never drowns in a long observation. The original text stays available in
+    ``info["text_observation"]`` for logging and for policies that want both.
+
+    Args:
+        env: An env with text observations and DreamGym's ``info`` keys.
+        embedder: Any :class:`~dreamgym_env.buffer.embedders.Embedder`; default
+            ``HashingEmbedder(dim=256)``, offline and deterministic.
+        fields: Which texts to embed, in order (see :data:`EmbeddedField`); default the observation.
+
+    Example:
+        >>> env = TextEmbedding(DiscreteActions(gymnasium.make("DreamGym/TextWorld-Real-v0",
+        ...                                                    game_files=games)),
+        ...                     fields=("observation", "task"))
+        >>> obs, info = env.reset(seed=0)
+        >>> obs.shape, obs.dtype          # ((512,), dtype('float32'))
+    """
+
+    def __init__(
+        self,
+        env: gym.Env[str, Any],
+        embedder: Embedder | None = None,
+        fields: Sequence[EmbeddedField] = ("observation",),
+    ) -> None:
+        fields = tuple(fields)
+        unknown = [f for f in fields if f not in _FIELDS]
+        if not fields or unknown:
+            raise ConfigError(f"fields must be a non-empty sequence of {list(_FIELDS)}, got {list(fields)}.")
+        super().__init__(env)
+        self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder(dim=256)
+        self.fields = fields
+        size = len(fields) * self.embedder.dim
+        # Rows are unit vectors (or zero for empty text), so every coordinate lies within [-1, 1].
+        self.observation_space = spaces.Box(-1.0, 1.0, shape=(size,), dtype=np.float32)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Reset the env and embed the first observation."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        return self._embed(obs, info), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Step the env and embed the next observation."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return self._embed(obs, info), reward, terminated, truncated, info
+
+    def _embed(self, observation: str, info: dict[str, Any]) -> np.ndarray:
+        info["text_observation"] = observation
+        texts = [self._text(name, observation, info) for name in self.fields]
+        vectors = np.asarray(self.embedder.embed(texts), dtype=np.float32)
+        return np.clip(vectors.reshape(-1), -1.0, 1.0)
+
+    @staticmethod
+    def _text(name: str, observation: str, info: dict[str, Any]) -> str:
+        if name == "observation":
+            return observation
+        if name == "task":
+            return str(info.get("task", ""))
+        return "\n".join(str(a) for a in info.get("admissible_actions") or [])

@@ -1,0 +1,229 @@
+"""Train stable-baselines3 (Maskable)PPO on a DreamGym env through the SB3 adapters.
+
+The same script trains on the simulator or on the real TextWorld engine: only ``--env-id`` changes.
+Games are generated locally (``tw-make``), split into training and held-out games; a real id plays
+them, a simulated id starts each episode from a game's real first state (``tasks_from_games``) and
+asks the experience model for every transition after that.
+
+    # real TextWorld games (needs the "real" and "sb3" extras; a few minutes on 2 CPU cores)
+    python examples/train_ppo.py --env-id DreamGym/TextWorld-Real-v0
+    # the simulator, here with the scripted fake model (no server; it checks the plumbing only)
+    python examples/train_ppo.py --env-id DreamGym/TextWorld-v0 --backend scripted --total-timesteps 2000
+    # the simulator with a served experience model
+    python examples/train_ppo.py --env-id DreamGym/TextWorld-v0 --base-url http://127.0.0.1:8000/v1 --model M
+
+The env is ``TextEmbedding(DiscreteActions(gymnasium.make(env_id, ...)))``: admissible commands as
+``Discrete(K)`` with action masks, the observation and the task as hashed text vectors. A progress bar
+follows training; the success rate of training episodes is plotted to ``<out-dir>/success_rate.png``,
+and the trained policy is evaluated against a uniform random admissible policy on the held-out games.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import dreamgym_env  # noqa: F401 - registers the ids
+from dreamgym_env.real.textworld import make_games, tasks_from_games
+from dreamgym_env.wrappers import DiscreteActions, TextEmbedding
+
+
+@dataclass
+class Args:
+    env_id: str = "DreamGym/TextWorld-Real-v0"
+    algo: str = "maskable_ppo"  # or "ppo" (no masks: out-of-range indices take the env's failure path)
+    challenge: str = "tw-coin_collector"
+    level: int = 5
+    train_games: int = 16
+    eval_games: int = 16
+    games_dir: str = "runs/textworld_games"
+    max_steps: int = 20
+    max_actions: int = 16
+    num_envs: int = 4
+    total_timesteps: int = 30_000
+    n_steps: int = 256
+    learning_rate: float = 1e-3
+    ent_coef: float = 0.01
+    eval_episodes: int = 64
+    seed: int = 0
+    out_dir: str = "runs/train_ppo"
+    backend: str | None = None  # simulated ids: "scripted", or None for the HTTP backend
+    base_url: str | None = None
+    model: str | None = None
+
+
+def generate_games(args: Args) -> tuple[list[str], list[str]]:
+    """Training and held-out games: disjoint generation seeds, cached on disk between runs."""
+    root = Path(args.games_dir) / f"{args.challenge}-level{args.level}"
+    return _games(args, root / "train", args.train_games, 1_000), _games(
+        args, root / "eval", args.eval_games, 9_000
+    )
+
+
+def _games(args: Args, folder: Path, n: int, seed: int) -> list[str]:
+    paths = [folder / f"{args.challenge}-{seed + i}.z8" for i in range(n)]
+    if all(p.is_file() for p in paths):
+        return [str(p) for p in paths]
+    return make_games(folder, n, seed=seed, challenge=args.challenge, settings={"level": args.level})
+
+
+def env_kwargs(args: Args, games: list[str]) -> dict[str, Any]:
+    """What ``gymnasium.make`` needs: real ids play the game files, simulated ids start from them."""
+    kwargs: dict[str, Any] = {"max_steps": args.max_steps}
+    if args.env_id.endswith("-Real-v0"):
+        kwargs["game_files"] = games
+    else:
+        kwargs["tasks"] = tasks_from_games(games)
+        kwargs.update(
+            {
+                k: v
+                for k, v in {"backend": args.backend, "base_url": args.base_url, "model": args.model}.items()
+                if v
+            }
+        )
+    return kwargs
+
+
+def make_env(args: Args, kwargs: dict[str, Any]) -> gym.Env:
+    env = gym.make(args.env_id, **kwargs)
+    return TextEmbedding(DiscreteActions(env, args.max_actions), fields=("observation", "task"))
+
+
+def evaluate(model: Any, env: gym.Env, episodes: int, seed: int) -> float:
+    """Success rate over ``episodes`` episodes; ``model=None`` is the uniform random admissible policy."""
+    rng = np.random.default_rng(seed)
+    wins = 0
+    for episode in range(episodes):
+        obs, info = env.reset(seed=seed + episode)
+        done = False
+        while not done:
+            mask = info["action_mask"]
+            if model is None:
+                action = int(rng.choice(np.flatnonzero(mask)))
+            else:
+                kwargs = {"action_masks": mask} if "Maskable" in type(model).__name__ else {}
+                action = int(model.predict(obs, deterministic=False, **kwargs)[0])
+            obs, _, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+        wins += bool(info["success"])
+    return wins / episodes
+
+
+def main(args: Args) -> dict[str, Any]:
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from tqdm.auto import tqdm
+
+    class SuccessTracker(BaseCallback):
+        """A progress bar, and the success of every finished training episode."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.history: list[tuple[int, bool]] = []
+
+        def _on_training_start(self) -> None:
+            self.bar = tqdm(total=args.total_timesteps, unit="step", desc="training", mininterval=2.0)
+
+        def _on_step(self) -> bool:
+            for done, info in zip(self.locals["dones"], self.locals["infos"], strict=True):
+                if done:
+                    self.history.append((self.num_timesteps, bool(info["success"])))
+            recent = [s for _, s in self.history[-100:]]
+            self.bar.set_postfix(
+                episodes=len(self.history), success=f"{np.mean(recent) if recent else 0:.2f}"
+            )
+            self.bar.update(self.training_env.num_envs)
+            return True
+
+        def _on_training_end(self) -> None:
+            self.bar.close()
+
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    train_games, held_out = generate_games(args)
+    train_kwargs, eval_kwargs = env_kwargs(args, train_games), env_kwargs(args, held_out)
+    vec_env = make_vec_env(lambda: make_env(args, train_kwargs), n_envs=args.num_envs, seed=args.seed)
+    algo = MaskablePPO if args.algo == "maskable_ppo" else PPO
+    batch_size = min(256, args.n_steps * args.num_envs)
+    model = algo(
+        "MlpPolicy",
+        vec_env,
+        n_steps=args.n_steps,
+        batch_size=batch_size,
+        learning_rate=args.learning_rate,
+        ent_coef=args.ent_coef,
+        gamma=0.97,
+        seed=args.seed,
+        verbose=0,
+    )
+    tracker = SuccessTracker()
+    started = time.perf_counter()
+    model.learn(total_timesteps=args.total_timesteps, callback=tracker)
+    train_s = time.perf_counter() - started
+    model.save(out / "policy.zip")
+
+    eval_seed = 10_000 + args.seed  # episode seeds never used in training
+    result: dict[str, Any] = {"env_id": args.env_id, "algo": args.algo, "train_seconds": round(train_s, 1)}
+    for split, kwargs in (("train_games", train_kwargs), ("held_out_games", eval_kwargs)):
+        eval_env = make_env(args, kwargs)
+        result[f"{split}_random"] = evaluate(None, eval_env, args.eval_episodes, eval_seed)
+        result[f"{split}_trained"] = evaluate(model, eval_env, args.eval_episodes, eval_seed)
+        eval_env.close()
+    vec_env.close()
+    plot_success(tracker.history, result, out / "success_rate.png")
+    (out / "result.json").write_text(json.dumps({**result, "args": asdict(args)}, indent=2))
+    print(json.dumps(result, indent=2))
+    return result
+
+
+def plot_success(
+    history: list[tuple[int, bool]], result: dict[str, Any], path: Path, window: int = 50
+) -> None:
+    """Success rate of training episodes (moving average) against timesteps, with the held-out figures."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if history:
+        steps = np.array([t for t, _ in history])
+        wins = np.array([s for _, s in history], dtype=float)
+        kernel = np.ones(min(window, len(wins))) / min(window, len(wins))
+        ax.plot(steps[len(kernel) - 1 :], np.convolve(wins, kernel, mode="valid"), label="training episodes")
+    ax.axhline(result["held_out_games_random"], color="gray", ls="--", label="random, held-out games")
+    ax.axhline(result["held_out_games_trained"], color="green", ls=":", label="trained, held-out games")
+    ax.set(
+        xlabel="environment steps",
+        ylabel="success rate",
+        ylim=(0, 1),
+        title=f"{result['algo']} on {result['env_id']}",
+    )
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def parse_args() -> Args:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    for f in fields(Args):
+        flag = f"--{f.name.replace('_', '-')}"
+        kind = {"int": int, "float": float}.get(str(f.type), str)
+        parser.add_argument(flag, type=kind, default=f.default)
+    return Args(**vars(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main(parse_args())
