@@ -17,6 +17,7 @@ from typing import Any
 from dreamgym_env.buffer import ReplayBuffer
 from dreamgym_env.config import EnvConfig
 from dreamgym_env.domains import get_domain
+from dreamgym_env.errors import PromptTooLongError
 from dreamgym_env.evaluation.fidelity import FidelityReport, TransitionScore, aggregate, score_transition
 from dreamgym_env.experience.backends.base import Backend
 from dreamgym_env.experience.model import ExperienceModel
@@ -88,7 +89,8 @@ def load_eval_cases(
 def model_predictor(backend: Backend, config: SFTBuildConfig, env_config: EnvConfig | None = None) -> Predictor:
     """Predictions of an experience model behind ``backend``, with the env's prompt settings.
 
-    Unparsable answers (after the configured retries) become ``None``, counted as parse failures.
+    Unparsable answers (after the configured retries) and prompts longer than the served context become
+    ``None``, counted as parse failures.
     """
     base = env_config or EnvConfig()
     settings = config.env_config()
@@ -104,9 +106,12 @@ def model_predictor(backend: Backend, config: SFTBuildConfig, env_config: EnvCon
 
     async def predict(case: TransitionCase) -> ExperienceOutput | None:
         t = case.transition
-        prediction = await model.apredict(
-            case.task, case.history, case.demonstrations, t.state, t.action, case.prev_admissible
-        )
+        try:
+            prediction = await model.apredict(
+                case.task, case.history, case.demonstrations, t.state, t.action, case.prev_admissible
+            )
+        except PromptTooLongError:
+            return None  # the model cannot take this request: scored as a failure, like the env would fail
         return prediction.output
 
     return predict

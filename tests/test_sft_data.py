@@ -1,0 +1,175 @@
+"""SFT data: split by task, examples equal to the env's requests, manifest, resumable annotation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from dreamgym_env.buffer import ReplayBuffer
+from dreamgym_env.config import EnvConfig
+from dreamgym_env.domains import get_domain
+from dreamgym_env.errors import DataFormatError
+from dreamgym_env.experience.backends.base import Completion, CompletionRequest
+from dreamgym_env.experience.backends.scripted import ScriptedBackend
+from dreamgym_env.experience.model import ExperienceModel
+from dreamgym_env.experience.schema import ExperienceOutput
+from dreamgym_env.training.annotate import annotate_buffer
+from dreamgym_env.training.sft_data import (
+    SFTBuildConfig,
+    build_sft_dataset,
+    episodes_of,
+    load_manifest,
+    split_by_task,
+    task_of,
+)
+from dreamgym_env.types import Step, Transition
+
+
+def _episode(task: int, episode: int, steps: int = 3, source: str = "real") -> list[Transition]:
+    out = []
+    for s in range(steps):
+        last = s == steps - 1
+        out.append(
+            Transition(
+                domain="textworld", task_id=f"tw-{task}", task=f"quest {task}: take the key {task}",
+                episode_id=f"tw-{task}-ep{episode}", step=s, state=f"-= Room {task} =-\nstate {s} of {episode}",
+                action=f"take key {task}" if last else f"go east {s}", next_state=f"next {task}.{episode}.{s}",
+                done=last, success=last and episode % 2 == 0, reward=float(last and episode % 2 == 0),
+                source=source,  # type: ignore[arg-type]
+                metadata={"admissible_actions": [f"look {s}", "inventory"], "prev_admissible_actions": ["look"],
+                          "task_metadata": {}},
+            )
+        )
+    return out
+
+
+def _data(tasks: int = 10, episodes: int = 2) -> list[Transition]:
+    return [t for task in range(tasks) for ep in range(episodes) for t in _episode(task, ep)]
+
+
+def _rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_split_by_task_is_disjoint_deterministic_and_nonempty():
+    ids = [f"t{i}" for i in range(20)]
+    train, held = split_by_task(ids + ids, 0.2, seed=3)
+    assert set(train).isdisjoint(held) and set(train) | set(held) == set(ids)
+    assert len(held) == 4
+    assert (train, held) == split_by_task(list(reversed(ids)), 0.2, seed=3)
+    assert split_by_task(["a", "b"], 0.01)[1] and split_by_task(["a", "b"], 0.99)[0]
+
+
+def test_no_transition_of_an_eval_task_reaches_training(tmp_path):
+    report = build_sft_dataset(_data(), tmp_path, SFTBuildConfig(top_k=2, eval_fraction=0.3))
+    train, held = _rows(tmp_path / "train.jsonl"), _rows(tmp_path / "eval.jsonl")
+    assert {r["task_id"] for r in train} == set(report.train_tasks)
+    assert {r["task_id"] for r in held} == set(report.eval_tasks)
+    assert set(report.train_tasks).isdisjoint(report.eval_tasks)
+    for row in train + held:  # demonstrations come from training tasks, never from the row's own task
+        text = row["prompt"][1]["content"]
+        for task in report.eval_tasks:
+            quest = f"quest {task.split('-')[1]}:"
+            if row["task_id"] != task:
+                assert quest not in text
+    assert len(train) + len(held) == 60
+
+
+def test_example_is_exactly_the_env_request(tmp_path):
+    config = SFTBuildConfig(history_window=1, top_k=1, eval_fraction=0.3)
+    build_sft_dataset(_data(), tmp_path, config)
+    row = next(r for r in _rows(tmp_path / "train.jsonl") if r["step"] == 2)
+    transitions = {(t.episode_id, t.step): t for t in _data()}
+    episode = [transitions[(row["episode_id"], s)] for s in range(3)]
+    current = episode[2]
+    history = [Step(state=t.state, action=t.action) for t in episode[:2]]
+    # The demonstration the builder chose is the one named in the prompt: find it to rebuild the request.
+    demo = next(t for t in _data() if f"## Example 1 (task: {t.task})" in row["prompt"][1]["content"]
+                and f"Next state:\n{t.next_state}\n" in row["prompt"][1]["content"])
+    model = ExperienceModel(get_domain("textworld"), ScriptedBackend(), EnvConfig(history_window=1, top_k=1))
+    request = model.build_request(task_of(current), history, [demo], current.state, current.action)
+    assert row["prompt"] == request.messages
+    assert "state 0 of" not in row["prompt"][1]["content"]  # the window of 1 hides step 1
+    answer = ExperienceOutput.model_validate_json(row["completion"][0]["content"])
+    assert answer.next_state == current.next_state and answer.done and answer.admissible_actions == ["look 2",
+                                                                                                      "inventory"]
+    assert list(json.loads(row["completion"][0]["content"])) == list(ExperienceOutput.model_fields)
+
+
+def test_manifest_records_split_and_prompt_settings(tmp_path):
+    build_sft_dataset(_data(), tmp_path, SFTBuildConfig(history_window=3, top_k=0, max_prompt_chars=10_000))
+    manifest = load_manifest(tmp_path)
+    assert manifest.settings["history_window"] == 3 and manifest.settings["top_k"] == 0
+    assert manifest.train_examples + manifest.eval_examples == 60
+
+
+def test_long_prompts_are_dropped_not_cut(tmp_path):
+    report = build_sft_dataset(_data(), tmp_path, SFTBuildConfig(max_prompt_chars=1))
+    assert report.train_examples == report.eval_examples == 0 and report.dropped_long == 60
+
+
+def test_simulated_transitions_are_not_training_data(tmp_path):
+    with pytest.raises(DataFormatError, match="no real or offline"):
+        build_sft_dataset([t for t in _episode(0, 0, source="sim")], tmp_path)
+
+
+def test_repeated_steps_in_an_episode_are_reported():
+    data = _episode(0, 0)
+    with pytest.raises(DataFormatError, match="dedup='episode'"):
+        episodes_of(data + [data[0]])
+
+
+def _teacher(request: CompletionRequest) -> str:
+    user = request.messages[1]["content"]
+    step = user.rsplit("Explain step ", 1)[1].rstrip(".")
+    return json.dumps({"reasoning": f"because of step {step}"})
+
+
+def test_annotation_is_recorded_and_resumes(tmp_path):
+    path = tmp_path / "buffer.sqlite"
+    with ReplayBuffer.open(path, dedup="episode") as buffer:
+        buffer.add_many(_data(tasks=3))
+        first = asyncio.run(annotate_buffer(buffer, ScriptedBackend(_teacher), limit=5, batch_size=2))
+        assert (first.pending, first.annotated, first.failed) == (5, 5, 0)
+    with ReplayBuffer.open(path, dedup="episode") as buffer:  # reopened: the traces survived
+        done = [t for t in buffer.iter_transitions() if t.reasoning]
+        assert len(done) == 5 and all(t.reasoning == f"because of step {t.step + 1}" for t in done)
+        second = asyncio.run(annotate_buffer(buffer, ScriptedBackend(_teacher), concurrency=4))
+        assert second.skipped_existing == 5 and second.annotated == 13
+        assert all(t.reasoning for t in buffer.iter_transitions())
+
+
+def test_annotation_keeps_received_traces_when_the_teacher_fails(tmp_path):
+    calls = {"n": 0}
+
+    class Flaky(ScriptedBackend):
+        async def acomplete(self, request: CompletionRequest) -> Completion:
+            calls["n"] += 1
+            if calls["n"] > 3:
+                raise RuntimeError("teacher down")
+            return await super().acomplete(request)
+
+    with ReplayBuffer.open(tmp_path / "b.sqlite", dedup="episode") as buffer:
+        buffer.add_many(_data(tasks=2))
+        with pytest.raises(RuntimeError):
+            asyncio.run(annotate_buffer(buffer, Flaky(_teacher), concurrency=1, batch_size=100))
+        assert sum(1 for t in buffer.iter_transitions() if t.reasoning) == 3
+
+
+def test_unparsable_teacher_answers_are_counted_not_stored(tmp_path):
+    with ReplayBuffer.open(tmp_path / "b.sqlite", dedup="episode") as buffer:
+        buffer.add_many(_episode(0, 0))
+        report = asyncio.run(annotate_buffer(buffer, ScriptedBackend(lambda r: "not json")))
+        assert report.failed == 3 and report.annotated == 0
+        assert not any(t.reasoning for t in buffer.iter_transitions())
+
+
+def test_sft_example_uses_teacher_reasoning(tmp_path):
+    data = _data(tasks=3)
+    data[0] = data[0].model_copy(update={"reasoning": "the door was open"})
+    build_sft_dataset(data, tmp_path, SFTBuildConfig(eval_fraction=0.34))
+    rows = _rows(tmp_path / "train.jsonl") + _rows(tmp_path / "eval.jsonl")
+    row = next(r for r in rows if r["episode_id"] == data[0].episode_id and r["step"] == 0)
+    assert json.loads(row["completion"][0]["content"])["reasoning"] == "the door was open"
