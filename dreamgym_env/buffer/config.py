@@ -81,7 +81,7 @@ class IndexConfig(BaseModel):
     approximate: Literal["ivf", "hnsw"] = "ivf"
     threshold: int = Field(10_000, ge=1)
     nlist: int | None = Field(None, ge=1)
-    nprobe: int = Field(32, ge=1)
+    nprobe: int = Field(64, ge=1)
     hnsw_m: int = Field(32, ge=4)
     ef_construction: int = Field(80, ge=8)
     ef_search: int = Field(64, ge=1)

@@ -170,7 +170,9 @@ class HashingEmbedder:
             words = [(i, w) for i, t in enumerate(normalised) for w in t.split(" ") if w]
             if words:
                 rows_parts.append(np.fromiter((i for i, _ in words), dtype=np.int64, count=len(words)))
-                crc = np.fromiter((zlib.crc32(w.encode()) for _, w in words), dtype=np.uint64, count=len(words))
+                crc = np.fromiter(
+                    (zlib.crc32(w.encode()) for _, w in words), dtype=np.uint64, count=len(words)
+                )
                 hash_parts.append(_mix(crc ^ np.uint64(0xA5A5A5A5)))
                 weight_parts.append(np.full(len(words), self._word_weight))
         counts = np.zeros(n * dim, dtype=np.float64)

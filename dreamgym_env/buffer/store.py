@@ -375,7 +375,9 @@ class TransitionStore:
             )
 
     def set_reasoning(self, items: Iterable[tuple[str, int, str]]) -> int:
-        """Record reasoning traces for stored steps, given as (episode id, step, reasoning); returns rows updated.
+        """Record reasoning traces for stored steps, given as (episode id, step, reasoning).
+
+        Returns the number of rows updated.
 
         Used by reasoning annotation: each call commits in one transaction, so an interrupted run keeps
         every trace already written and can resume where it stopped.
