@@ -35,13 +35,13 @@ class EmbedderConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["hashing", "sentence-transformers", "openai"] = "hashing"
-    dim: int = Field(256, ge=8, le=65536)
+    dim: int = Field(default=256, ge=8, le=65536)
     model: str | None = None
     base_url: str | None = None
     api_key_env: str = "DREAMGYM_EMBEDDING_API_KEY"
-    batch_size: int = Field(256, ge=1)
-    action_weight: float = Field(1.0, ge=0.0)
-    timeout_s: float = Field(30.0, gt=0)
+    batch_size: int = Field(default=256, ge=1)
+    action_weight: float = Field(default=1.0, ge=0.0)
+    timeout_s: float = Field(default=30.0, gt=0)
 
     @model_validator(mode="after")
     def _model_required(self) -> EmbedderConfig:
@@ -79,16 +79,16 @@ class IndexConfig(BaseModel):
 
     kind: Literal["auto", "exact", "ivf", "hnsw"] = "auto"
     approximate: Literal["ivf", "hnsw"] = "ivf"
-    threshold: int = Field(10_000, ge=1)
-    nlist: int | None = Field(None, ge=1)
-    nprobe: int = Field(64, ge=1)
-    hnsw_m: int = Field(32, ge=4)
-    ef_construction: int = Field(80, ge=8)
-    ef_search: int = Field(64, ge=1)
-    retrain_growth: float = Field(4.0, gt=1.0)
-    min_train: int = Field(1_000, ge=1)
+    threshold: int = Field(default=10_000, ge=1)
+    nlist: int | None = Field(default=None, ge=1)
+    nprobe: int = Field(default=64, ge=1)
+    hnsw_m: int = Field(default=32, ge=4)
+    ef_construction: int = Field(default=80, ge=8)
+    ef_search: int = Field(default=64, ge=1)
+    retrain_growth: float = Field(default=4.0, gt=1.0)
+    min_train: int = Field(default=1_000, ge=1)
     persist: bool = True
-    threads: int | None = Field(None, ge=1)
+    threads: int | None = Field(default=None, ge=1)
 
 
 class BufferConfig(BaseModel):
@@ -117,8 +117,8 @@ class BufferConfig(BaseModel):
     embedder: EmbedderConfig = Field(default_factory=EmbedderConfig)
     index: IndexConfig = Field(default_factory=IndexConfig)
     store_policy: StorePolicy = "all"
-    max_synthetic: int | None = Field(None, ge=0)
+    max_synthetic: int | None = Field(default=None, ge=0)
     dedup: Literal["content", "episode"] = "content"
-    k: int = Field(4, ge=1)
-    busy_timeout_s: float = Field(30.0, gt=0)
+    k: int = Field(default=4, ge=1)
+    busy_timeout_s: float = Field(default=30.0, gt=0)
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"

@@ -175,7 +175,7 @@ class HashingEmbedder:
                 )
                 hash_parts.append(_mix(crc ^ np.uint64(0xA5A5A5A5)))
                 weight_parts.append(np.full(len(words), self._word_weight))
-        counts = np.zeros(n * dim, dtype=np.float64)
+        counts: np.ndarray = np.zeros(n * dim, dtype=np.float64)
         if rows_parts:
             hashes = np.concatenate(hash_parts)
             buckets = (hashes % np.uint64(dim)).astype(np.int64)

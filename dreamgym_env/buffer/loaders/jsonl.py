@@ -42,6 +42,7 @@ def load_jsonl(path: Path, *, domain: str | None = None) -> Iterator[Record | Lo
             issue = LoadIssue(str(path), number, f"expected a JSON object, got {type(obj).__name__}")
         if issue is None:
             try:
+                assert isinstance(obj, dict)
                 transition = Transition.model_validate({**obj, "domain": domain} if domain else obj)
             except ValidationError as e:
                 issue = LoadIssue(str(path), number, _summary(e))
