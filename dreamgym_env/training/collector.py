@@ -1,0 +1,461 @@
+"""Group rollouts of a language-model policy, as chat trajectories with rewards and group advantages.
+
+LLM-RL trainers (GRPO and its relatives) need, for each task, a *group* of ``n`` episodes played by
+the current policy, the reward of each, and the advantage of each relative to its group. This module
+produces exactly that from any DreamGym env id, simulated or real:
+
+* :class:`ChatPolicy` asks a model behind an OpenAI-compatible endpoint (vLLM, SGLang...) for the next
+  action, given the whole episode so far as a chat. Where the state lists admissible actions, vLLM's
+  structured outputs restrict the answer to one of them; elsewhere to the domain's action grammar.
+* :func:`collect_groups` plays ``group_size`` episodes of every task concurrently and returns a
+  :class:`RolloutBatch` of :class:`Trajectory` (chat messages, rewards, advantages).
+
+Each trajectory is the conversation the policy saw: a system message, then alternating ``user``
+(observation) and ``assistant`` (action) turns, so the batch feeds chat-format trainers directly
+(see :mod:`dreamgym_env.training.trl_format`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+from dreamgym_env._runner import run_sync
+from dreamgym_env.errors import BackendError, ConfigError, DependencyNotInstalled, ServerUnreachableError
+from dreamgym_env.types import Task
+
+__all__ = [
+    "AdvantageScale",
+    "ChatPolicy",
+    "ChatPolicyProtocol",
+    "Message",
+    "RolloutBatch",
+    "Trajectory",
+    "collect_groups",
+    "group_advantages",
+]
+
+Message = dict[str, str]
+"""One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``."""
+
+AdvantageScale = Literal["std", "none"]
+"""How group advantages are scaled: ``"std"`` divides ``r - mean`` by the group's standard deviation
+(GRPO); ``"none"`` keeps ``r - mean`` (Dr. GRPO, which argues the division biases toward easy and
+hard tasks)."""
+
+
+class ChatPolicyProtocol(Protocol):
+    """What :func:`collect_groups` needs from a policy: the next action for a conversation."""
+
+    async def act(self, messages: Sequence[Message], admissible_actions: Sequence[str]) -> str:
+        """Return the next action given the conversation so far and the state's admissible actions."""
+        ...
+
+
+@dataclass
+class Trajectory:
+    """One episode as the policy saw it, with its outcome and its advantage within its group.
+
+    Attributes:
+        messages: ``system``, then ``user`` (observation) / ``assistant`` (action) turns, ending with
+            the last action.
+        task_id: The task's id; every trajectory of a group shares it.
+        task: The task's instruction.
+        group_id: Identifies the group (one task, ``group_size`` episodes).
+        rewards: Per-step rewards.
+        reward: The episode's return (sum of ``rewards``), the quantity advantages compare.
+        advantage: ``reward`` relative to its group (see :func:`group_advantages`).
+        success: The episode ended with the task achieved.
+        terminated: The env ended the episode (won or lost).
+        truncated: The step limit ended it.
+        source: ``"sim"`` or ``"real"``, from ``info["source"]``.
+        final_observation: What the env answered to the last action (no turn follows it).
+    """
+
+    messages: list[Message]
+    task_id: str
+    task: str
+    group_id: str
+    rewards: list[float] = field(default_factory=list)
+    reward: float = 0.0
+    advantage: float = 0.0
+    success: bool = False
+    terminated: bool = False
+    truncated: bool = False
+    source: str = ""
+    final_observation: str = ""
+
+    @property
+    def num_turns(self) -> int:
+        """Number of actions taken."""
+        return sum(m["role"] == "assistant" for m in self.messages)
+
+    @property
+    def prompt(self) -> list[Message]:
+        """The messages before the first action (system and first observation)."""
+        first = next((i for i, m in enumerate(self.messages) if m["role"] == "assistant"), len(self.messages))
+        return self.messages[:first]
+
+    @property
+    def completion(self) -> list[Message]:
+        """The messages from the first action on: the policy's turns and the env's answers."""
+        return self.messages[len(self.prompt) :]
+
+    def to_record(self) -> dict[str, Any]:
+        """A flat dict of plain values (lists of messages, floats, strings): one dataset row."""
+        return {
+            "messages": [dict(m) for m in self.messages],
+            "prompt": [dict(m) for m in self.prompt],
+            "completion": [dict(m) for m in self.completion],
+            "reward": float(self.reward),
+            "advantage": float(self.advantage),
+            "success": bool(self.success),
+            "num_turns": self.num_turns,
+            "task_id": self.task_id,
+            "task": self.task,
+            "group_id": self.group_id,
+            "source": self.source,
+        }
+
+
+@dataclass
+class RolloutBatch:
+    """Trajectories of several groups, in task order, ``group_size`` consecutive ones per task."""
+
+    trajectories: list[Trajectory]
+    group_size: int
+
+    def __len__(self) -> int:
+        return len(self.trajectories)
+
+    @property
+    def groups(self) -> list[list[Trajectory]]:
+        """The trajectories split into their groups."""
+        n = self.group_size
+        return [self.trajectories[i : i + n] for i in range(0, len(self.trajectories), n)]
+
+    @property
+    def success_rate(self) -> float:
+        """Fraction of successful episodes."""
+        return float(np.mean([t.success for t in self.trajectories])) if self.trajectories else 0.0
+
+    def reward_variance(self) -> dict[str, float]:
+        """Per task, the group reward variance ``mean((r - mean r)^2)``: what the curriculum ranks by."""
+        return {g[0].task_id: float(np.var([t.reward for t in g])) for g in self.groups if g}
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """One plain dict per trajectory (see :meth:`Trajectory.to_record`)."""
+        return [t.to_record() for t in self.trajectories]
+
+
+def group_advantages(
+    rewards: Sequence[float], scale: AdvantageScale = "std", eps: float = 1e-6
+) -> np.ndarray:
+    """Advantages of one group's rewards relative to the group: ``(r - mean) [/ (std + eps)]``.
+
+    A group whose rewards are all equal has zero advantages (it carries no learning signal), whatever
+    the scale.
+    """
+    r = np.asarray(rewards, dtype=np.float64)
+    centred = r - r.mean()
+    if scale == "none":
+        return centred
+    if scale != "std":
+        raise ConfigError(f"scale must be 'std' or 'none', got {scale!r}.")
+    return centred / (r.std() + eps)
+
+
+class ChatPolicy:
+    """A policy served behind an OpenAI-compatible chat endpoint (vLLM, SGLang, any compatible server).
+
+    The answer is constrained with vLLM's structured outputs: to ``choice`` among the admissible
+    actions when the state lists some, else to ``regex`` over the domain's action grammar (when
+    ``action_patterns`` are given). No per-request ``seed`` is sent: sampling diversity within a group
+    is what GRPO needs, and vLLM's CPU build fails on seeded chunked prefills.
+
+    Args:
+        base_url: The endpoint, e.g. ``http://127.0.0.1:8000/v1``.
+        model: The served model name.
+        api_key: Key for the endpoint (vLLM accepts any when started without one).
+        temperature: Sampling temperature; keep it above 0 so that a group's episodes differ.
+        max_tokens: Longest answer.
+        action_patterns: Regular expressions of the action grammar, used when no admissible list is
+            given (``Domain.action_patterns``).
+        timeout_s: Per-request timeout.
+        max_retries: Retries of the OpenAI client (connection errors, 5xx, 429).
+        extra_body: Extra request fields, merged after the structured-output constraint.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str = "EMPTY",
+        temperature: float = 1.0,
+        max_tokens: int = 48,
+        action_patterns: Sequence[str] = (),
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self.model = model
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.action_patterns = tuple(action_patterns)
+        self.extra_body = dict(extra_body or {})
+        self._client_args = {
+            "base_url": base_url,
+            "api_key": api_key,
+            "timeout": timeout_s,
+            "max_retries": max_retries,
+        }
+        self._client: Any = None
+
+    async def act(self, messages: Sequence[Message], admissible_actions: Sequence[str]) -> str:
+        """Ask the model for the next action of the conversation ``messages``."""
+        import openai
+
+        if self._client is None:  # created lazily, inside the running event loop
+            self._client = openai.AsyncOpenAI(**self._client_args)
+        body: dict[str, Any] = {}
+        if admissible_actions:
+            body["structured_outputs"] = {"choice": list(dict.fromkeys(admissible_actions))}
+        elif self.action_patterns:
+            body["structured_outputs"] = {"regex": "|".join(f"(?:{p})" for p in self.action_patterns)}
+        body.update(self.extra_body)
+        try:
+            response = await self._client.chat.completions.create(
+                model=self.model,
+                messages=list(messages),
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                extra_body=body,
+            )
+        except openai.APIConnectionError as e:
+            raise ServerUnreachableError(f"The policy endpoint {self.base_url} did not answer: {e}") from e
+        except openai.APIError as e:
+            raise BackendError(f"The policy endpoint {self.base_url} rejected the request: {e}") from e
+        return (response.choices[0].message.content or "").strip()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+
+def default_system_prompt(env: gym.Env[Any, Any]) -> str:
+    """The system message: the agent's role and the domain's action grammar."""
+    domain = getattr(env.unwrapped, "domain", None)
+    grammar = f" {domain.action_help}" if domain is not None else ""
+    return f"You are an agent acting in a text environment. Reply with exactly one action.{grammar}"
+
+
+def default_observation_message(observation: str, info: Mapping[str, Any], first: bool) -> str:
+    """A user turn: the task (first turn only), the observation and the admissible actions."""
+    parts = [f"Task: {info.get('task', '')}", observation] if first else [observation]
+    actions = info.get("admissible_actions") or []
+    if actions:
+        parts.append("Admissible actions: " + "; ".join(str(a) for a in actions))
+    return "\n\n".join(p for p in parts if p)
+
+
+def default_reset_options(task: Task) -> dict[str, Any]:
+    """Reset options that start ``task`` on simulated and real envs alike.
+
+    Simulated envs read ``task``; real TextWorld/ALFWorld envs read ``game_file``, which tasks from
+    :func:`~dreamgym_env.real.textworld.tasks_from_games` carry in their metadata.
+    """
+    options: dict[str, Any] = {"task": task}
+    if task.metadata.get("game_file"):
+        options["game_file"] = task.metadata["game_file"]
+    return options
+
+
+def collect_groups(
+    env_id: str,
+    tasks: Sequence[Task],
+    policy: ChatPolicyProtocol,
+    group_size: int = 8,
+    *,
+    env_kwargs: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    advantage_scale: AdvantageScale = "std",
+    max_concurrency: int = 64,
+    system_prompt: str | None = None,
+    observation_message: Callable[[str, Mapping[str, Any], bool], str] = default_observation_message,
+    reset_options: Callable[[Task], dict[str, Any]] = default_reset_options,
+    progress: bool = False,
+) -> RolloutBatch:
+    """Play ``group_size`` episodes of every task with ``policy``, concurrently; return the trajectories.
+
+    Simulated ids run on the sub-envs of one :class:`~dreamgym_env.vector.DreamGymVectorEnv`
+    (``gymnasium.make_vec``): one shared backend, one connection pool and concurrency bound for every
+    episode's experience-model requests. Each episode advances as soon as its own policy answer and
+    transition arrive (no lock-step), so a long episode never holds the others back. Ids without a
+    concurrent vector env (the real wrappers) get one env per episode slot, each stepped in a worker
+    thread.
+
+    Args:
+        env_id: A registered id, e.g. ``DreamGym/TextWorld-v0`` or ``DreamGym/TextWorld-Real-v0``.
+        tasks: The tasks; each is played ``group_size`` times.
+        policy: A :class:`ChatPolicy`, or anything with ``async act(messages, admissible_actions)``.
+        group_size: Episodes per task (GRPO's ``n``).
+        env_kwargs: Keyword arguments for ``gymnasium.make`` / ``make_vec`` (``base_url``, ``model``,
+            ``max_steps``, ``game_files``...).
+        seed: Episode ``k`` (in task-major order) resets with seed ``seed + k``.
+        advantage_scale: See :func:`group_advantages`.
+        max_concurrency: Episodes in flight at once (the number of envs created).
+        system_prompt: First message of every trajectory; default :func:`default_system_prompt`.
+        observation_message: Renders ``(observation, info, is_first)`` as a user turn.
+        reset_options: Reset options that start a task (see :func:`default_reset_options`).
+        progress: Show a progress bar of finished episodes (tqdm).
+
+    Returns:
+        A :class:`RolloutBatch`: ``len(tasks) * group_size`` trajectories, task-major.
+
+    Raises:
+        ConfigError: ``group_size`` or ``max_concurrency`` below 1, or no tasks.
+    """
+    if group_size < 1 or max_concurrency < 1:
+        raise ConfigError(
+            f"group_size and max_concurrency must be >= 1, got {group_size} and {max_concurrency}."
+        )
+    if not tasks:
+        raise ConfigError("collect_groups needs at least one task.")
+    jobs = [(task, f"{task.task_id}-{uuid.uuid4().hex[:8]}") for task in tasks]
+    slots = min(max_concurrency, len(jobs) * group_size)
+    envs, close = _make_envs(env_id, slots, dict(env_kwargs or {}))
+    try:
+        trajectories = run_sync(
+            _play_all(
+                envs,
+                jobs,
+                policy,
+                group_size,
+                seed,
+                system_prompt,
+                observation_message,
+                reset_options,
+                progress,
+            )
+        )
+    finally:
+        close()
+    for start in range(0, len(trajectories), group_size):
+        group = trajectories[start : start + group_size]
+        for trajectory, adv in zip(
+            group, group_advantages([t.reward for t in group], advantage_scale), strict=True
+        ):
+            trajectory.advantage = float(adv)
+    return RolloutBatch(trajectories, group_size)
+
+
+def _make_envs(env_id: str, n: int, kwargs: dict[str, Any]) -> tuple[list[Any], Callable[[], None]]:
+    spec = gym.spec(env_id)
+    if spec.vector_entry_point is not None:
+        vec = gym.make_vec(env_id, num_envs=n, vectorization_mode="vector_entry_point", **kwargs)
+        return list(vec.unwrapped.envs), vec.close
+    envs = [gym.make(env_id, **kwargs) for _ in range(n)]
+
+    def close() -> None:
+        for env in envs:
+            env.close()
+
+    return envs, close
+
+
+async def _play_all(
+    envs: list[Any],
+    jobs: list[tuple[Task, str]],
+    policy: ChatPolicyProtocol,
+    group_size: int,
+    seed: int,
+    system_prompt: str | None,
+    render: Callable[[str, Mapping[str, Any], bool], str],
+    reset_options: Callable[[Task], dict[str, Any]],
+    progress: bool,
+) -> list[Trajectory]:
+    episodes = [
+        (k, task, group_id) for k, (task, group_id) in enumerate(j for j in jobs for _ in range(group_size))
+    ]
+    results: list[Trajectory | None] = [None] * len(episodes)
+    queue: asyncio.Queue[tuple[int, Task, str]] = asyncio.Queue()
+    for item in episodes:
+        queue.put_nowait(item)
+    bar = _progress_bar(len(episodes)) if progress else None
+
+    async def worker(env: Any) -> None:
+        system = system_prompt or default_system_prompt(env)
+        while not queue.empty():
+            k, task, group_id = queue.get_nowait()
+            results[k] = await _play(env, policy, task, group_id, seed + k, system, render, reset_options)
+            if bar is not None:
+                bar.update(1)
+
+    try:
+        await asyncio.gather(*(worker(env) for env in envs))
+    finally:
+        if bar is not None:
+            bar.close()
+        aclose = getattr(policy, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    return [t for t in results if t is not None]
+
+
+async def _play(
+    env: Any,
+    policy: ChatPolicyProtocol,
+    task: Task,
+    group_id: str,
+    seed: int,
+    system: str,
+    render: Callable[[str, Mapping[str, Any], bool], str],
+    reset_options: Callable[[Task], dict[str, Any]],
+) -> Trajectory:
+    # Resets of real engines may start a game process: keep them off the event loop.
+    obs, info = await asyncio.to_thread(env.reset, seed=seed, options=reset_options(task))
+    trajectory = Trajectory(
+        messages=[
+            {"role": "system", "content": system},
+            {"role": "user", "content": render(obs, info, True)},
+        ],
+        task_id=task.task_id,
+        task=task.instruction,
+        group_id=group_id,
+        source=str(info.get("source", "")),
+    )
+    astep = getattr(env, "astep", None)
+    while True:
+        action = await policy.act(trajectory.messages, list(info.get("admissible_actions") or []))
+        if astep is not None:
+            obs, reward, terminated, truncated, info = await astep(action)
+        else:
+            obs, reward, terminated, truncated, info = await asyncio.to_thread(env.step, action)
+        trajectory.messages.append({"role": "assistant", "content": action})
+        trajectory.rewards.append(float(reward))
+        if terminated or truncated:
+            break
+        trajectory.messages.append({"role": "user", "content": render(obs, info, False)})
+    trajectory.final_observation = obs
+    trajectory.reward = float(sum(trajectory.rewards))
+    trajectory.success = bool(info.get("success", False))
+    trajectory.terminated, trajectory.truncated = bool(terminated), bool(truncated)
+    return trajectory
+
+
+def _progress_bar(total: int) -> Any:
+    try:
+        from tqdm.auto import tqdm
+    except ImportError as e:
+        raise DependencyNotInstalled("tqdm", "buffer", "The rollout progress bar") from e
+    return tqdm(total=total, unit="episode", desc="rollouts")
