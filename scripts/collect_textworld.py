@@ -1,4 +1,4 @@
-"""Collect real TextWorld transitions into a replay buffer: expert and noisy-expert policies over generated games.
+"""Collect real TextWorld transitions into a replay buffer: expert and noisy-expert policies, generated games.
 
 Usage:
     python scripts/collect_textworld.py --games 40 --episodes 4 --out runs/em/buffer.sqlite
@@ -27,6 +27,8 @@ from dreamgym_env.types import Transition
 
 @dataclass
 class Args:
+    """Command-line arguments (each field is a ``--flag``)."""
+
     games: int = 40
     episodes: int = 4
     epsilon: float = 0.4
@@ -90,10 +92,14 @@ def play(game: str, episodes: int, epsilon: float, max_steps: int, seed: int) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Generate games, play them in worker processes, store every transition."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     for name, default in vars(Args()).items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=type(default) if default is not None else str,
-                            default=default)
+        parser.add_argument(
+            f"--{name.replace('_', '-')}", type=type(default) if default is not None else str, default=default
+        )
     args = Args(**vars(parser.parse_args()))
     started = time.monotonic()
     out = Path(args.out)
@@ -106,15 +112,22 @@ def main() -> None:
     print(f"generated {len(games)} games in {time.monotonic() - started:.0f}s", flush=True)
     with ProcessPoolExecutor(args.workers) as pool:
         results = pool.map(
-            play, games, [args.episodes] * len(games), [args.epsilon] * len(games),
-            [args.max_steps] * len(games), range(args.seed, args.seed + len(games)),
+            play,
+            games,
+            [args.episodes] * len(games),
+            [args.epsilon] * len(games),
+            [args.max_steps] * len(games),
+            range(args.seed, args.seed + len(games)),
         )
         transitions = [t for batch in results for t in batch]
     with ReplayBuffer.open(out, dedup="episode") as buffer:
         result = buffer.add_many(transitions)
     wins = sum(t.success for t in transitions)
-    print(f"collected {len(transitions)} transitions ({result.stored} new, {wins} winning steps) from "
-          f"{len(games)} games into {out} in {time.monotonic() - started:.0f}s", flush=True)
+    print(
+        f"collected {len(transitions)} transitions ({result.stored} new, {wins} winning steps) from "
+        f"{len(games)} games into {out} in {time.monotonic() - started:.0f}s",
+        flush=True,
+    )
 
 
 def _make_some(job: tuple[str, int, list[int], str]) -> list[str]:

@@ -7,17 +7,19 @@
 #
 # Usage: scripts/experience_model_chain.sh            (about 20-25 minutes on 2 cores)
 # Knobs (environment): OUT GAMES EPISODES TRAIN_SECONDS EVAL_LIMIT HISTORY_WINDOW TOP_K PYTHON
+# The model: Llama, 4 layers, hidden 192 (6 heads of 32, 2 key/value heads), about 2M parameters.
 set -euo pipefail
 
 OUT=${OUT:-runs/experience_model}
-GAMES=${GAMES:-40}
+GAMES=${GAMES:-32}
 EPISODES=${EPISODES:-3}
-TRAIN_SECONDS=${TRAIN_SECONDS:-600}
-EVAL_LIMIT=${EVAL_LIMIT:-300}
+TRAIN_SECONDS=${TRAIN_SECONDS:-540}
+EVAL_LIMIT=${EVAL_LIMIT:-150}
 HISTORY_WINDOW=${HISTORY_WINDOW:-2}
 TOP_K=${TOP_K:-1}
 PYTHON=${PYTHON:-${VIRTUAL_ENV:-.venv}/bin/python}
 DREAMGYM=("$PYTHON" -m dreamgym_env.cli)
+ARCH=(--hidden-size 192 --heads 6 --kv-heads 2 --layers 4 --intermediate-size 512 --vocab-size 2048)
 export DREAMGYM_NO_PROGRESS=1 TOKENIZERS_PARALLELISM=false
 start=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - start ))s] $*"; }
@@ -32,8 +34,8 @@ stamp "2/5 building SFT data (history_window=$HISTORY_WINDOW, top_k=$TOP_K, spli
 
 stamp "3/5 training from scratch for at most ${TRAIN_SECONDS}s"
 "${DREAMGYM[@]}" train --data "$OUT/sft" --out "$OUT/model" --from-scratch --cpu --no-eval \
-    --max-seconds "$TRAIN_SECONDS" --epochs 20 --max-length 1280
-"${DREAMGYM[@]}" train --data "$OUT/sft" --out "$OUT/model-untrained" --from-scratch --untrained
+    --max-seconds "$TRAIN_SECONDS" --epochs 20 --max-length 1280 "${ARCH[@]}"
+"${DREAMGYM[@]}" train --data "$OUT/sft" --out "$OUT/model-untrained" --from-scratch --untrained "${ARCH[@]}"
 
 stamp "4/5 baselines"
 rm -rf "$OUT/results"

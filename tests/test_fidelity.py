@@ -6,27 +6,45 @@ import asyncio
 import json
 
 import pytest
+from test_sft_data import _data
 
 from dreamgym_env.buffer import ReplayBuffer
 from dreamgym_env.evaluation.fidelity import aggregate, score_transition, set_f1, token_f1
 from dreamgym_env.evaluation.report import load_reports, markdown_table
-from dreamgym_env.evaluation.runner import evaluate, load_eval_cases, model_predictor, nearest_transition, repeat_state
+from dreamgym_env.evaluation.runner import (
+    evaluate,
+    load_eval_cases,
+    model_predictor,
+    nearest_transition,
+    repeat_state,
+)
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
 from dreamgym_env.experience.schema import ExperienceOutput
 from dreamgym_env.training.sft_data import SFTBuildConfig, build_sft_dataset
 from dreamgym_env.types import Transition
-from test_sft_data import _data
 
 
 def _real(next_state: str = "You open the chest.", done: bool = False, success: bool = False) -> Transition:
-    return Transition(domain="textworld", task_id="t", task="q", episode_id="e", step=0, state="s",
-                      action="open chest", next_state=next_state, done=done, success=success, source="real",
-                      metadata={"admissible_actions": ["take key", "close chest"]})
+    return Transition(
+        domain="textworld",
+        task_id="t",
+        task="q",
+        episode_id="e",
+        step=0,
+        state="s",
+        action="open chest",
+        next_state=next_state,
+        done=done,
+        success=success,
+        source="real",
+        metadata={"admissible_actions": ["take key", "close chest"]},
+    )
 
 
 def _out(next_state: str, done: bool = False, success: bool = False, actions=()) -> ExperienceOutput:
-    return ExperienceOutput(reasoning="", next_state=next_state, admissible_actions=list(actions), done=done,
-                            success=success)
+    return ExperienceOutput(
+        reasoning="", next_state=next_state, admissible_actions=list(actions), done=done, success=success
+    )
 
 
 def test_token_f1_and_set_f1_on_known_values():
@@ -84,7 +102,9 @@ def split(tmp_path):
     with ReplayBuffer.open(path, dedup="episode") as buffer:
         buffer.add_many(_data())
     with ReplayBuffer.open(path) as buffer:
-        build_sft_dataset(buffer.iter_transitions(), tmp_path / "sft", SFTBuildConfig(top_k=1, eval_fraction=0.3))
+        build_sft_dataset(
+            buffer.iter_transitions(), tmp_path / "sft", SFTBuildConfig(top_k=1, eval_fraction=0.3)
+        )
     return path, tmp_path / "sft"
 
 
@@ -108,14 +128,22 @@ def test_baselines_and_a_scripted_model_through_the_runner(split, tmp_path):
     assert nearest.transitions == len(cases)
 
     def oracle(request):  # a model that knows the answer: the metrics must say so
-        case = next(c for c in cases if c.transition.action == request.query.action
-                    and c.transition.state == request.query.state)
+        case = next(
+            c
+            for c in cases
+            if c.transition.action == request.query.action and c.transition.state == request.query.state
+        )
         t = case.transition
         return _out(t.next_state, t.done, t.success, t.metadata["admissible_actions"])
 
     backend = ScriptedBackend(oracle)
     report, records = asyncio.run(evaluate("oracle", model_predictor(backend, config), cases, concurrency=3))
-    assert (report.exact_match, report.done_accuracy, report.success_accuracy, report.actions_f1) == (1, 1, 1, 1)
+    assert (report.exact_match, report.done_accuracy, report.success_accuracy, report.actions_f1) == (
+        1,
+        1,
+        1,
+        1,
+    )
     prompt = backend.requests[0].messages[1]["content"]
     assert "# Similar real transitions" in prompt  # top_k from the manifest reached the request
 
@@ -138,10 +166,33 @@ def test_eval_fidelity_cli_against_the_vllm_server(split, tmp_path, vllm_server,
 
     buffer, data = split
     out = tmp_path / "results"
-    code = main(["eval-fidelity", "--buffer", str(buffer), "--data", str(data), "--out", str(out), "--limit", "6",
-                 "--base-url", vllm_server.base_url, "--model", vllm_server.model, "--name", "smoke",
-                 "--max-tokens", "256", "--baseline", "repeat-state"])
+    code = main(
+        [
+            "eval-fidelity",
+            "--buffer",
+            str(buffer),
+            "--data",
+            str(data),
+            "--out",
+            str(out),
+            "--limit",
+            "6",
+            "--base-url",
+            vllm_server.base_url,
+            "--model",
+            vllm_server.model,
+            "--name",
+            "smoke",
+            "--max-tokens",
+            "256",
+            "--baseline",
+            "repeat-state",
+        ]
+    )
     assert code == 0
     report = json.loads((out / "smoke.fidelity.json").read_text())
     assert report["transitions"] == 6 and 0.0 <= report["parse_failure_rate"] <= 1.0
-    assert "| smoke |" in (out / "fidelity.md").read_text() and "| repeat-state |" in (out / "fidelity.md").read_text()
+    assert (
+        "| smoke |" in (out / "fidelity.md").read_text()
+        and "| repeat-state |" in (out / "fidelity.md").read_text()
+    )

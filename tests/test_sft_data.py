@@ -33,13 +33,23 @@ def _episode(task: int, episode: int, steps: int = 3, source: str = "real") -> l
         last = s == steps - 1
         out.append(
             Transition(
-                domain="textworld", task_id=f"tw-{task}", task=f"quest {task}: take the key {task}",
-                episode_id=f"tw-{task}-ep{episode}", step=s, state=f"-= Room {task} =-\nstate {s} of {episode}",
-                action=f"take key {task}" if last else f"go east {s}", next_state=f"next {task}.{episode}.{s}",
-                done=last, success=last and episode % 2 == 0, reward=float(last and episode % 2 == 0),
+                domain="textworld",
+                task_id=f"tw-{task}",
+                task=f"quest {task}: take the key {task}",
+                episode_id=f"tw-{task}-ep{episode}",
+                step=s,
+                state=f"-= Room {task} =-\nstate {s} of {episode}",
+                action=f"take key {task}" if last else f"go east {s}",
+                next_state=f"next {task}.{episode}.{s}",
+                done=last,
+                success=last and episode % 2 == 0,
+                reward=float(last and episode % 2 == 0),
                 source=source,  # type: ignore[arg-type]
-                metadata={"admissible_actions": [f"look {s}", "inventory"], "prev_admissible_actions": ["look"],
-                          "task_metadata": {}},
+                metadata={
+                    "admissible_actions": [f"look {s}", "inventory"],
+                    "prev_admissible_actions": ["look"],
+                    "task_metadata": {},
+                },
             )
         )
     return out
@@ -86,15 +96,22 @@ def test_example_is_exactly_the_env_request(tmp_path):
     current = episode[2]
     history = [Step(state=t.state, action=t.action) for t in episode[:2]]
     # The demonstration the builder chose is the one named in the prompt: find it to rebuild the request.
-    demo = next(t for t in _data() if f"## Example 1 (task: {t.task})" in row["prompt"][1]["content"]
-                and f"Next state:\n{t.next_state}\n" in row["prompt"][1]["content"])
+    demo = next(
+        t
+        for t in _data()
+        if f"## Example 1 (task: {t.task})" in row["prompt"][1]["content"]
+        and f"Next state:\n{t.next_state}\n" in row["prompt"][1]["content"]
+    )
     model = ExperienceModel(get_domain("textworld"), ScriptedBackend(), EnvConfig(history_window=1, top_k=1))
     request = model.build_request(task_of(current), history, [demo], current.state, current.action)
     assert row["prompt"] == request.messages
     assert "state 0 of" not in row["prompt"][1]["content"]  # the window of 1 hides step 1
     answer = ExperienceOutput.model_validate_json(row["completion"][0]["content"])
-    assert answer.next_state == current.next_state and answer.done and answer.admissible_actions == ["look 2",
-                                                                                                      "inventory"]
+    assert (
+        answer.next_state == current.next_state
+        and answer.done
+        and answer.admissible_actions == ["look 2", "inventory"]
+    )
     assert list(json.loads(row["completion"][0]["content"])) == list(ExperienceOutput.model_fields)
 
 

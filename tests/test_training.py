@@ -1,18 +1,25 @@
-"""`dreamgym train`: configuration checks, the from-scratch tokenizer, LoRA, and a run whose output vLLM serves."""
+"""`dreamgym train`: config checks, the from-scratch tokenizer, LoRA, and a run whose output vLLM serves."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from test_sft_data import _data
 
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.training.sft_data import SFTBuildConfig, build_sft_dataset
 from dreamgym_env.training.train import ScratchModelSpec, TrainConfig
-from test_sft_data import _data
 
-TINY = ScratchModelSpec(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
-                        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=1024)
+TINY = ScratchModelSpec(
+    vocab_size=512,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    max_position_embeddings=1024,
+)
 
 
 @pytest.fixture
@@ -49,17 +56,36 @@ def test_from_scratch_then_lora_runs_and_saves(sft_dir, tmp_path):
     pytest.importorskip("peft")
     from dreamgym_env.training.train import TRAINING_MANIFEST, train_experience_model
 
-    scratch = train_experience_model(TrainConfig(data_dir=str(sft_dir), output_dir=str(tmp_path / "m"),
-                                                 from_scratch=True, scratch=TINY, max_steps=2, batch_size=4,
-                                                 use_cpu=True, evaluate=False))
+    scratch = train_experience_model(
+        TrainConfig(
+            data_dir=str(sft_dir),
+            output_dir=str(tmp_path / "m"),
+            from_scratch=True,
+            scratch=TINY,
+            max_steps=2,
+            batch_size=4,
+            use_cpu=True,
+            evaluate=False,
+        )
+    )
     assert scratch.steps == 2 and scratch.train_examples > 0
     record = json.loads((tmp_path / "m" / TRAINING_MANIFEST).read_text())
     assert record["env_settings"]["top_k"] == 1 and record["env_settings"]["history_window"] == 2
     assert not (tmp_path / "m" / "generation_config.json").exists()
 
-    lora = train_experience_model(TrainConfig(data_dir=str(sft_dir), output_dir=str(tmp_path / "a"),
-                                              base_model=str(tmp_path / "m"), lora=True, lora_r=4, max_steps=1,
-                                              batch_size=2, use_cpu=True, evaluate=True))
+    lora = train_experience_model(
+        TrainConfig(
+            data_dir=str(sft_dir),
+            output_dir=str(tmp_path / "a"),
+            base_model=str(tmp_path / "m"),
+            lora=True,
+            lora_r=4,
+            max_steps=1,
+            batch_size=2,
+            use_cpu=True,
+            evaluate=True,
+        )
+    )
     assert (tmp_path / "a" / "adapter_config.json").exists() and lora.eval_loss is not None
     assert "--enable-lora" in lora.serve_hint
 
@@ -75,17 +101,55 @@ def test_dreamgym_train_output_is_served_by_vllm(sft_dir, tmp_path):
     from dreamgym_env.serving import SMOKE_SERVER_ARGS, VLLMServer
 
     out = tmp_path / "model"
-    code = main(["train", "--data", str(sft_dir), "--out", str(out), "--from-scratch", "--cpu", "--no-eval",
-                 "--max-steps", "3", "--batch-size", "4", "--hidden-size", "64", "--heads", "2", "--kv-heads", "1",
-                 "--layers", "1", "--intermediate-size", "128", "--vocab-size", "512"])
+    code = main(
+        [
+            "train",
+            "--data",
+            str(sft_dir),
+            "--out",
+            str(out),
+            "--from-scratch",
+            "--cpu",
+            "--no-eval",
+            "--max-steps",
+            "3",
+            "--batch-size",
+            "4",
+            "--hidden-size",
+            "64",
+            "--heads",
+            "2",
+            "--kv-heads",
+            "1",
+            "--layers",
+            "1",
+            "--intermediate-size",
+            "128",
+            "--vocab-size",
+            "512",
+        ]
+    )
     assert code == 0
     prompt = json.loads((sft_dir / "eval.jsonl").read_text().splitlines()[0])["prompt"]
-    with VLLMServer(out, served_model_name="trained", max_model_len=1024, extra_args=SMOKE_SERVER_ARGS,
-                    log_path=tmp_path / "vllm.log") as server:
+    with VLLMServer(
+        out,
+        served_model_name="trained",
+        max_model_len=1024,
+        extra_args=SMOKE_SERVER_ARGS,
+        log_path=tmp_path / "vllm.log",
+    ) as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=120)
-        schema = output_json_schema(max_reasoning_chars=20, max_state_chars=40, max_actions=2, max_action_chars=16)
+        schema = output_json_schema(
+            max_reasoning_chars=20, max_state_chars=40, max_actions=2, max_action_chars=16
+        )
         reply = client.chat.completions.create(
-            model="trained", messages=prompt, temperature=0, max_tokens=200,
-            response_format={"type": "json_schema", "json_schema": {"name": "t", "schema": schema, "strict": True}},
+            model="trained",
+            messages=prompt,
+            temperature=0,
+            max_tokens=200,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "t", "schema": schema, "strict": True},
+            },
         )
     assert reply.choices[0].message.content and reply.usage.prompt_tokens < 1024

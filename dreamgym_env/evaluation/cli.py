@@ -1,4 +1,4 @@
-"""``dreamgym eval-fidelity``: score a served experience model (and baselines) on held-out real transitions."""
+"""``dreamgym eval-fidelity``: score a served experience model and baselines on held-out real transitions."""
 
 from __future__ import annotations
 
@@ -23,31 +23,43 @@ def _cmd_eval_fidelity(args: argparse.Namespace) -> int:
     if args.model:
         backend = OpenAIBackend(
             BackendConfig(
-                base_url=args.base_url, model=args.model, temperature=0.0, max_tokens=args.max_tokens,
-                max_concurrency=args.concurrency, timeout=args.timeout,
+                base_url=args.base_url,
+                model=args.model,
+                temperature=0.0,
+                max_tokens=args.max_tokens,
+                max_concurrency=args.concurrency,
+                timeout=args.timeout,
             )
         )
-        env_config = EnvConfig(parse_retries=0, max_state_chars=args.max_state_chars,
-                               max_reasoning_chars=args.max_reasoning_chars)
+        env_config = EnvConfig(
+            parse_retries=0,
+            max_state_chars=args.max_state_chars,
+            max_reasoning_chars=args.max_reasoning_chars,
+        )
         runs.append((args.name or args.model, model_predictor(backend, config, env_config), backend))
     if not runs:
         print("Nothing to evaluate: give --model (with --base-url) and/or --baseline NAME.")
         return 2
-    for name, predictor, backend in runs:
+    for name, predictor, _backend in runs:
         started = time.monotonic()
         report, records = asyncio.run(evaluate(name, predictor, cases, concurrency=args.concurrency))
         extra = ""
         if args.judge_model:
             from dreamgym_env.evaluation.judge import judge_records
 
-            judge = OpenAIBackend(BackendConfig(base_url=args.judge_base_url, model=args.judge_model,
-                                                temperature=0.0, max_tokens=64))
+            judge = OpenAIBackend(
+                BackendConfig(
+                    base_url=args.judge_base_url, model=args.judge_model, temperature=0.0, max_tokens=64
+                )
+            )
             tasks = {c.task.task_id: c.task.instruction for c in cases}
             rubric = asyncio.run(judge_records(judge, records, tasks))
             extra = f" judge={json.dumps(rubric)}"
         path = write_run(args.out, report, records)
-        print(f"{name}: {json.dumps(report.as_dict())}{extra} ({time.monotonic() - started:.1f}s) -> {path}",
-              flush=True)
+        print(
+            f"{name}: {json.dumps(report.as_dict())}{extra} ({time.monotonic() - started:.1f}s) -> {path}",
+            flush=True,
+        )
     print((args.out.rstrip("/") + "/fidelity.md"), flush=True)
     return 0
 
@@ -67,8 +79,13 @@ def add_evaluation_commands(commands: argparse._SubParsersAction) -> None:  # ty
     p.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="The served model's endpoint.")
     p.add_argument("--model", help="Served model name (omit to run baselines only).")
     p.add_argument("--name", help="Row name in the table (default: the model name).")
-    p.add_argument("--baseline", action="append", default=[], choices=["repeat-state", "nearest-transition"],
-                   help="Also score a model-free baseline (repeatable).")
+    p.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        choices=["repeat-state", "nearest-transition"],
+        help="Also score a model-free baseline (repeatable).",
+    )
     p.add_argument("--limit", type=int, help="Score a seeded sample of at most this many transitions.")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--concurrency", type=int, default=16)

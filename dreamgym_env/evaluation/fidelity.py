@@ -80,8 +80,9 @@ def score_transition(predicted: ExperienceOutput | None, real: Transition) -> Tr
     real_actions = real.metadata.get("admissible_actions")
     real_success = bool(real.done and real.success)
     if predicted is None:
-        return TransitionScore(False, False, False, real_success, False, False, 0.0,
-                               None if real_actions is None else 0.0)
+        return TransitionScore(
+            False, False, False, real_success, False, False, 0.0, None if real_actions is None else 0.0
+        )
     pred_success = bool(predicted.done and predicted.success)
     return TransitionScore(
         parsed=True,

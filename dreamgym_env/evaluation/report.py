@@ -6,6 +6,7 @@ into the same folder; each run rewrites the table and the plot from every ``*.fi
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -42,10 +43,8 @@ def write_run(out_dir: str | Path, report: FidelityReport, records: Sequence[Eva
             f.write(json.dumps(asdict(r), ensure_ascii=False) + "\n")
     reports = load_reports(out)
     (out / "fidelity.md").write_text(markdown_table(reports), encoding="utf-8")
-    try:
+    with contextlib.suppress(DependencyNotInstalled):  # the table is the result; the plot a convenience
         plot_reports(reports, out / "fidelity.png")
-    except DependencyNotInstalled:
-        pass  # the table is the result; the plot is a convenience
     return path
 
 

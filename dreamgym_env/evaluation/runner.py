@@ -86,7 +86,9 @@ def load_eval_cases(
     return cases, config
 
 
-def model_predictor(backend: Backend, config: SFTBuildConfig, env_config: EnvConfig | None = None) -> Predictor:
+def model_predictor(
+    backend: Backend, config: SFTBuildConfig, env_config: EnvConfig | None = None
+) -> Predictor:
     """Predictions of an experience model behind ``backend``, with the env's prompt settings.
 
     Unparsable answers (after the configured retries) and prompts longer than the served context become

@@ -51,8 +51,10 @@ class AnnotationReport:
     skipped_existing: int
 
 
-def teacher_request(episode: Sequence[Transition], index: int, max_state_chars: int = 1500) -> CompletionRequest:
-    """The teacher's request for step ``index`` of ``episode``: the whole trajectory, the outcome, the step."""
+def teacher_request(
+    episode: Sequence[Transition], index: int, max_state_chars: int = 1500
+) -> CompletionRequest:
+    """The teacher's request for step ``index`` of ``episode``: whole trajectory, outcome, marked step."""
     first = episode[0]
     last = episode[-1]
     outcome = "success" if last.done and last.success else "failure" if last.done else "not finished"

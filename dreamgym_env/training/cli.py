@@ -1,4 +1,4 @@
-"""``dreamgym build-sft``, ``dreamgym annotate`` and ``dreamgym train``: the experience model's training chain."""
+"""``dreamgym build-sft``, ``annotate`` and ``train``: the experience model's training chain."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ def _cmd_build_sft(args: argparse.Namespace) -> int:
         report = build_sft_dataset(buffer.iter_transitions(domain=args.domain), args.out, config)
     print(
         f"{report.train_examples} training and {report.eval_examples} evaluation examples "
-        f"({len(report.train_tasks)} / {len(report.eval_tasks)} tasks, {report.dropped_long} dropped as too long, "
+        f"({len(report.train_tasks)} / {len(report.eval_tasks)} tasks, "
+        f"{report.dropped_long} dropped as too long, "
         f"{report.annotated} transitions with reasoning) in {args.out}"
     )
     return 0
@@ -40,31 +41,65 @@ def _cmd_annotate(args: argparse.Namespace) -> int:
     from dreamgym_env.training.annotate import annotate_buffer
 
     teacher = OpenAIBackend(
-        BackendConfig(base_url=args.base_url, model=args.model, temperature=args.temperature,
-                      max_tokens=args.max_tokens, max_concurrency=args.concurrency)
+        BackendConfig(
+            base_url=args.base_url,
+            model=args.model,
+            temperature=args.temperature,
+            max_tokens=args.max_tokens,
+            max_concurrency=args.concurrency,
+        )
     )
     with ReplayBuffer.open(args.buffer) as buffer:
         report = asyncio.run(
-            annotate_buffer(buffer, teacher, domain=args.domain, concurrency=args.concurrency,
-                            limit=args.limit, overwrite=args.overwrite)
+            annotate_buffer(
+                buffer,
+                teacher,
+                domain=args.domain,
+                concurrency=args.concurrency,
+                limit=args.limit,
+                overwrite=args.overwrite,
+            )
         )
     print(json.dumps(asdict(report)))
     return 0
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from dreamgym_env.training.train import ScratchModelSpec, TrainConfig, save_untrained, train_experience_model
+    from dreamgym_env.training.train import (
+        ScratchModelSpec,
+        TrainConfig,
+        save_untrained,
+        train_experience_model,
+    )
 
     spec = ScratchModelSpec(
-        hidden_size=args.hidden_size, num_hidden_layers=args.layers, num_attention_heads=args.heads,
-        num_key_value_heads=args.kv_heads, intermediate_size=args.intermediate_size, vocab_size=args.vocab_size,
+        hidden_size=args.hidden_size,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.heads,
+        num_key_value_heads=args.kv_heads,
+        intermediate_size=args.intermediate_size,
+        vocab_size=args.vocab_size,
     )
     config = TrainConfig(
-        data_dir=args.data, output_dir=args.out, base_model=args.base_model, from_scratch=args.from_scratch,
-        scratch=spec, lora=args.lora, lora_r=args.lora_r, lora_alpha=args.lora_alpha, merge_lora=args.merge_lora,
-        epochs=args.epochs, max_steps=args.max_steps, max_seconds=args.max_seconds, learning_rate=args.lr,
-        batch_size=args.batch_size, grad_accum=args.grad_accum, max_length=args.max_length, seed=args.seed,
-        evaluate=not args.no_eval, use_cpu=args.cpu,
+        data_dir=args.data,
+        output_dir=args.out,
+        base_model=args.base_model,
+        from_scratch=args.from_scratch,
+        scratch=spec,
+        lora=args.lora,
+        lora_r=args.lora_r,
+        lora_alpha=args.lora_alpha,
+        merge_lora=args.merge_lora,
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        max_seconds=args.max_seconds,
+        learning_rate=args.lr,
+        batch_size=args.batch_size,
+        grad_accum=args.grad_accum,
+        max_length=args.max_length,
+        seed=args.seed,
+        evaluate=not args.no_eval,
+        use_cpu=args.cpu,
     )
     if args.untrained:
         print(f"untrained model saved to {save_untrained(config)}")
@@ -78,22 +113,33 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def add_training_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``build-sft``, ``annotate`` and ``train`` to the ``dreamgym`` command."""
     b = commands.add_parser(
-        "build-sft", help="Build chat SFT data (the env's exact requests) from real transitions, split by task."
+        "build-sft",
+        help="Build chat SFT data (the env's exact requests) from real transitions, split by task.",
     )
     b.add_argument("--buffer", required=True, help="Replay buffer holding real/offline transitions.")
     b.add_argument("--out", required=True, help="Output folder: train.jsonl, eval.jsonl, manifest.json.")
     b.add_argument("--domain", default="textworld")
-    b.add_argument("--history-window", type=int, default=2,
-                   help="Steps of history in each prompt (-1: all). Use the same value on the env at inference.")
-    b.add_argument("--top-k", type=int, default=1,
-                   help="Demonstrations per prompt. Use the same value on the env at inference.")
+    b.add_argument(
+        "--history-window",
+        type=int,
+        default=2,
+        help="Steps of history in each prompt (-1: all). Use the same value on the env at inference.",
+    )
+    b.add_argument(
+        "--top-k",
+        type=int,
+        default=1,
+        help="Demonstrations per prompt. Use the same value on the env at inference.",
+    )
     b.add_argument("--eval-fraction", type=float, default=0.2, help="Share of tasks held out.")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--max-prompt-chars", type=int, help="Drop examples whose prompt is longer (never cut).")
     b.add_argument("--max-admissible-actions", type=int, default=64)
     b.set_defaults(func=_cmd_build_sft)
 
-    a = commands.add_parser("annotate", help="Have a teacher model write the reasoning of each real transition.")
+    a = commands.add_parser(
+        "annotate", help="Have a teacher model write the reasoning of each real transition."
+    )
     a.add_argument("--buffer", required=True)
     a.add_argument("--base-url", required=True, help="The teacher's OpenAI-compatible endpoint.")
     a.add_argument("--model", required=True, help="The teacher's served model name.")
@@ -112,9 +158,15 @@ def add_training_commands(commands: argparse._SubParsersAction) -> None:  # type
     t.add_argument("--out", required=True, help="Model (or adapter) output folder.")
     src = t.add_mutually_exclusive_group(required=True)
     src.add_argument("--base-model", help="Local pretrained model folder to fine-tune.")
-    src.add_argument("--from-scratch", action="store_true", help="Train a tokenizer and a small Llama on the data.")
-    t.add_argument("--untrained", action="store_true", help="With --from-scratch: save the initial model only.")
-    t.add_argument("--lora", action="store_true", help="Train a LoRA adapter (served with vLLM --enable-lora).")
+    src.add_argument(
+        "--from-scratch", action="store_true", help="Train a tokenizer and a small Llama on the data."
+    )
+    t.add_argument(
+        "--untrained", action="store_true", help="With --from-scratch: save the initial model only."
+    )
+    t.add_argument(
+        "--lora", action="store_true", help="Train a LoRA adapter (served with vLLM --enable-lora)."
+    )
     t.add_argument("--lora-r", type=int, default=16)
     t.add_argument("--lora-alpha", type=int, default=32)
     t.add_argument("--merge-lora", action="store_true", help="Save the merged model instead of the adapter.")

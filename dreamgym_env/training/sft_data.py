@@ -132,7 +132,9 @@ def task_of(transition: Transition) -> Task:
     )
 
 
-def target_output(transition: Transition, *, max_actions: int = 64, empty_reasoning: str = "") -> ExperienceOutput:
+def target_output(
+    transition: Transition, *, max_actions: int = 64, empty_reasoning: str = ""
+) -> ExperienceOutput:
     """The answer the model must learn for ``transition``: what the real environment did."""
     return ExperienceOutput(
         reasoning=transition.reasoning or empty_reasoning,
@@ -159,12 +161,13 @@ def episodes_of(transitions: Iterable[Transition]) -> dict[str, list[Transition]
         if len(set(numbers)) != len(numbers):
             raise DataFormatError(
                 f"episode {episode_id} has repeated steps {numbers}; rebuild the buffer with dedup='episode'",
-                
             )
     return dict(episodes)
 
 
-def split_by_task(task_ids: Iterable[str], eval_fraction: float, seed: int = 0) -> tuple[list[str], list[str]]:
+def split_by_task(
+    task_ids: Iterable[str], eval_fraction: float, seed: int = 0
+) -> tuple[list[str], list[str]]:
     """Split task ids into (train, eval), deterministically; both sides non-empty when there are 2+ tasks.
 
     The split depends only on the set of ids, the fraction and the seed, so rebuilding the data with
@@ -218,7 +221,11 @@ def build_cases(
 
 def _example(model: ExperienceModel, case: TransitionCase, config: SFTBuildConfig) -> dict[str, Any]:
     request = model.build_request(
-        case.task, case.history, case.demonstrations, case.transition.state, case.transition.action,
+        case.task,
+        case.history,
+        case.demonstrations,
+        case.transition.state,
+        case.transition.action,
         case.prev_admissible,
     )
     answer = target_output(
@@ -252,7 +259,8 @@ def build_sft_dataset(
     grounded = [t for t in transitions if t.domain == domain.name and t.source in ("offline", "real")]
     if not grounded:
         raise DataFormatError(
-            f"no real or offline {domain.name!r} transitions to build SFT data from; collect real transitions "
+            f"no real or offline {domain.name!r} transitions to build SFT data from; collect real "
+            "transitions "
             "into the buffer first",
         )
     train_ids, eval_ids = split_by_task((t.task_id for t in grounded), config.eval_fraction, config.seed)
@@ -270,7 +278,10 @@ def build_sft_dataset(
             with (out / f"{split}.jsonl").open("w", encoding="utf-8") as f:
                 for case in build_cases(items, index, config.top_k):
                     example = _example(model, case, config)
-                    if config.max_prompt_chars is not None and _prompt_chars(example) > config.max_prompt_chars:
+                    if (
+                        config.max_prompt_chars is not None
+                        and _prompt_chars(example) > config.max_prompt_chars
+                    ):
                         dropped += 1
                         continue
                     f.write(json.dumps(example, ensure_ascii=False) + "\n")
@@ -297,5 +308,6 @@ def load_manifest(data_dir: str | Path) -> SFTBuildReport:
         return SFTBuildReport(**json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, TypeError) as e:
         raise DataFormatError(
-            f"cannot read the SFT manifest ({e}); build the data with `dreamgym build-sft` first", path=str(path)
+            f"cannot read the SFT manifest ({e}); build the data with `dreamgym build-sft` first",
+            path=str(path),
         ) from e

@@ -61,8 +61,8 @@ class ScratchModelSpec:
         head_dim, rest = divmod(self.hidden_size, self.num_attention_heads)
         if rest or head_dim % 16 or head_dim < 32:
             raise ConfigError(
-                f"hidden_size {self.hidden_size} / num_attention_heads {self.num_attention_heads} must be a whole "
-                "head size of at least 32 and a multiple of 16 (vLLM's CPU attention supports 32, 64, 80, ...)."
+                f"hidden_size {self.hidden_size} / num_attention_heads {self.num_attention_heads} must be "
+                "a whole head size, at least 32 and a multiple of 16 (vLLM's CPU attention)."
             )
 
 
@@ -286,7 +286,8 @@ def train_experience_model(config: TrainConfig) -> TrainResult:
     if not kept:
         raise DataFormatError(
             f"every training example is longer than max_length={config.max_length} tokens; raise max_length "
-            "or rebuild the data with a smaller history_window/top_k", path=str(data / "train.jsonl"),
+            "or rebuild the data with a smaller history_window/top_k",
+            path=str(data / "train.jsonl"),
         )
     eval_kept = _fits(tok, eval_rows, config.max_length) if config.evaluate else []
 
@@ -362,7 +363,9 @@ def train_experience_model(config: TrainConfig) -> TrainResult:
     record = {
         "result": asdict(result),
         "config": {**asdict(config), "learning_rate": config.lr},
-        "env_settings": {k: settings.get(k) for k in ("domain", "history_window", "top_k", "max_admissible_actions")},
+        "env_settings": {
+            k: settings.get(k) for k in ("domain", "history_window", "top_k", "max_admissible_actions")
+        },
         "eval_tasks": manifest.eval_tasks,
         "lora_adapter": served_as_adapter,
     }
