@@ -190,3 +190,53 @@ def test_sft_example_uses_teacher_reasoning(tmp_path):
     rows = _rows(tmp_path / "train.jsonl") + _rows(tmp_path / "eval.jsonl")
     row = next(r for r in rows if r["episode_id"] == data[0].episode_id and r["step"] == 0)
     assert json.loads(row["completion"][0]["content"])["reasoning"] == "the door was open"
+
+
+def test_sft_prompts_are_what_the_env_sends_during_an_episode(tmp_path):
+    from dreamgym_env.env import DreamGymEnv
+
+    actions = ["open chest", "examine chest", "take key"]
+    episode = [
+        Transition(
+            domain="textworld",
+            task_id="tw-x",
+            task="take the key",
+            episode_id="ep",
+            step=i,
+            state=f"-= Kitchen =-\nstate {i}",
+            action=a,
+            next_state=f"-= Kitchen =-\nstate {i + 1}",
+            done=i == 2,
+            success=i == 2,
+            source="real",
+            metadata={"admissible_actions": [f"cmd {i + 1}"], "prev_admissible_actions": [f"cmd {i}"]},
+        )
+        for i, a in enumerate(actions)
+    ]
+    others = _data(tasks=4)  # other tasks, so the split has a training side
+    config = SFTBuildConfig(history_window=1, top_k=0, eval_fraction=0.5, seed=1)
+    report = build_sft_dataset(episode + others, tmp_path, config)
+    side = "train" if "tw-x" in report.train_tasks else "eval"
+    rows = [r for r in _rows(tmp_path / f"{side}.jsonl") if r["task_id"] == "tw-x"]
+
+    real = {(t.state, t.action): t for t in episode}
+
+    def world(request: CompletionRequest) -> ExperienceOutput:
+        t = real[(request.query.state, request.query.action)]
+        return ExperienceOutput(
+            reasoning="",
+            next_state=t.next_state,
+            admissible_actions=t.metadata["admissible_actions"],
+            done=t.done,
+            success=t.success,
+        )
+
+    backend = ScriptedBackend(world)
+    task = task_of(episode[0]).model_copy(update={"metadata": {"initial_observation": episode[0].state}})
+    env = DreamGymEnv("textworld", tasks=[task], backend=backend, history_window=1, top_k=0)
+    env.reset(seed=0)
+    for action in actions:
+        env.step(action)
+    assert [r.messages for r in backend.requests] == [
+        row["prompt"] for row in sorted(rows, key=lambda r: r["step"])
+    ]
