@@ -211,12 +211,9 @@ class ChatPolicy:
         self.max_tokens = max_tokens
         self.action_patterns = tuple(action_patterns)
         self.extra_body = dict(extra_body or {})
-        self._client_args = {
-            "base_url": base_url,
-            "api_key": api_key,
-            "timeout": timeout_s,
-            "max_retries": max_retries,
-        }
+        self._api_key = api_key
+        self._timeout_s = timeout_s
+        self._max_retries = max_retries
         self._client: Any = None
 
     async def act(self, messages: Sequence[Message], admissible_actions: Sequence[str]) -> str:
@@ -224,7 +221,12 @@ class ChatPolicy:
         import openai
 
         if self._client is None:  # created lazily, inside the running event loop
-            self._client = openai.AsyncOpenAI(**self._client_args)
+            self._client = openai.AsyncOpenAI(
+                base_url=self.base_url,
+                api_key=self._api_key,
+                timeout=self._timeout_s,
+                max_retries=self._max_retries,
+            )
         body: dict[str, Any] = {}
         if admissible_actions:
             body["structured_outputs"] = {"choice": list(dict.fromkeys(admissible_actions))}
@@ -363,7 +365,8 @@ def _make_envs(env_id: str, n: int, kwargs: dict[str, Any]) -> tuple[list[Any], 
     spec = gym.spec(env_id)
     if spec.vector_entry_point is not None:
         vec = gym.make_vec(env_id, num_envs=n, vectorization_mode="vector_entry_point", **kwargs)
-        return list(vec.unwrapped.envs), vec.close
+        sub_envs: list[Any] = vec.unwrapped.envs  # type: ignore[attr-defined]  # DreamGymVectorEnv
+        return sub_envs, vec.close
     envs = [gym.make(env_id, **kwargs) for _ in range(n)]
 
     def close() -> None:

@@ -25,7 +25,7 @@ invalid-action path (the state is unchanged, reward 0, the step counts toward tr
 ``"wrap"`` plays admissible action ``index % n``."""
 
 
-class DiscreteActions(gym.Wrapper[Any, np.int64, Any, str]):
+class DiscreteActions(gym.Wrapper[Any, Any, Any, Any]):
     """Expose the current state's admissible actions as ``Discrete(max_actions)``.
 
     Action ``i`` plays the ``i``-th entry of ``info["admissible_actions"]`` of the current state, in the

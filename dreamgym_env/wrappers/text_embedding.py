@@ -29,7 +29,7 @@ can be done here)."""
 _FIELDS: tuple[str, ...] = ("observation", "task", "admissible_actions")
 
 
-class TextEmbedding(gym.Wrapper[np.ndarray, Any, str, Any]):
+class TextEmbedding(gym.Wrapper[Any, Any, Any, Any]):
     """Replace the text observation by its embedding: a ``Box(-1, 1, (len(fields) * dim,), float32)``.
 
     Each entry of ``fields`` is embedded separately and the unit vectors are concatenated, so the
@@ -77,7 +77,7 @@ class TextEmbedding(gym.Wrapper[np.ndarray, Any, str, Any]):
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Step the env and embed the next observation."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        return self._embed(obs, info), reward, terminated, truncated, info
+        return self._embed(obs, info), float(reward), terminated, truncated, info
 
     def _embed(self, observation: str, info: dict[str, Any]) -> np.ndarray:
         info["text_observation"] = observation
