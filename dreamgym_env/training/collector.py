@@ -404,8 +404,15 @@ async def _play_all(
             if bar is not None:
                 bar.update(1)
 
+    running = [asyncio.ensure_future(worker(env)) for env in envs]
     try:
-        await asyncio.gather(*(worker(env) for env in envs))
+        await asyncio.gather(*running)
+    except BaseException:
+        # One failed episode (server down, env error) stops the others before their envs are closed.
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        raise
     finally:
         if bar is not None:
             bar.close()
