@@ -82,8 +82,9 @@ class TrainConfig:
         merge_lora: Save the base model with the adapter merged in (served like any model).
         epochs: Passes over the training data (an upper bound when ``max_seconds`` is set).
         max_steps: Optimizer steps; ``-1`` uses ``epochs``.
-        max_seconds: Wall-clock budget; training stops at the first step past it.
-        learning_rate: Peak learning rate (cosine decay, 3% warm-up).
+        max_seconds: Wall-clock budget; training stops at the first step past it. With a budget the
+            learning rate is constant after 10 warm-up steps (the last step is not known in advance).
+        learning_rate: Peak learning rate (cosine decay after 3% warm-up without a time budget).
         batch_size: Examples per device step.
         grad_accum: Steps accumulated per optimizer update.
         max_length: Token limit per example; longer ones are dropped.
@@ -307,8 +308,10 @@ def train_experience_model(config: TrainConfig) -> TrainResult:
         num_train_epochs=config.epochs,
         max_steps=config.max_steps,
         learning_rate=config.lr,
-        lr_scheduler_type="cosine",
-        warmup_steps=0.03,
+        # A wall-clock budget ends training at an unknown step, where a cosine schedule planned over
+        # ``epochs`` would still be warming up: hold the rate constant after a short warm-up instead.
+        lr_scheduler_type="constant_with_warmup" if config.max_seconds else "cosine",
+        warmup_steps=10 if config.max_seconds else 0.03,
         per_device_train_batch_size=config.batch_size,
         per_device_eval_batch_size=config.batch_size,
         gradient_accumulation_steps=config.grad_accum,
