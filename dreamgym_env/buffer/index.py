@@ -12,11 +12,13 @@ they cover (the watermark); a reopened buffer loads them and adds only what was 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import os
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -35,6 +37,38 @@ def import_faiss() -> Any:
     except ImportError as e:
         raise DependencyNotInstalled("faiss-cpu", "buffer", "Approximate replay-buffer search") from e
     return faiss
+
+
+_SMALL_BATCH = 256  # below this many vectors, an add is a query-sized job: thread pools cost more than they give
+
+
+@functools.cache
+def _blas_controller() -> Any:
+    """threadpoolctl's controller (scanning loaded libraries is slow, so once); ``None`` without it."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return None
+    return ThreadpoolController()
+
+
+@contextlib.contextmanager
+def query_threads(n: int, *, faiss: Any = None) -> Iterator[None]:
+    """Run one query with at most ``n`` BLAS threads (and faiss OpenMP threads when ``faiss`` is given)."""
+    previous = None
+    if faiss is not None:
+        previous = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(n)
+    controller = _blas_controller() if faiss is None else None
+    try:
+        if controller is not None:
+            with controller.limit(limits=n, user_api="blas"):
+                yield
+        else:
+            yield
+    finally:
+        if previous is not None:
+            faiss.omp_set_num_threads(previous)
 
 
 class VectorIndex(Protocol):
@@ -64,8 +98,9 @@ class ExactIndex:
 
     kind = "exact"
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, threads: int = 1) -> None:
         self.dim = dim
+        self.threads = threads
         self._vectors = np.zeros((64, dim), dtype=np.float32)
         self._ids = np.zeros(64, dtype=np.int64)
         self._pos: dict[int, int] = {}
@@ -107,7 +142,8 @@ class ExactIndex:
         """Exact top-k by inner product."""
         if self._n == 0 or k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        scores = self._vectors[: self._n] @ query
+        with query_threads(self.threads):
+            scores = self._vectors[: self._n] @ query
         k = min(k, self._n)
         top = np.argpartition(-scores, k - 1)[:k] if k < self._n else np.arange(self._n)
         top = top[np.argsort(-scores[top], kind="stable")]
@@ -131,6 +167,7 @@ class IVFIndex:
 
     def __init__(self, dim: int, config: IndexConfig, train_vectors: np.ndarray | None = None) -> None:
         self._faiss = import_faiss()
+        self._query_threads = config.query_threads
         self.dim = dim
         self._nprobe = config.nprobe
         self._index: Any = None
@@ -164,8 +201,10 @@ class IVFIndex:
         return int(self._index.ntotal)
 
     def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
-        """Add vectors to their nearest cells."""
-        self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids.astype(np.int64))
+        """Add vectors to their nearest cells (a few at a time, as the env adds them, on one thread)."""
+        threads = self._query_threads if len(ids) < _SMALL_BATCH else self._faiss.omp_get_max_threads()
+        with query_threads(threads, faiss=self._faiss):
+            self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids.astype(np.int64))
 
     def remove(self, ids: np.ndarray) -> None:
         """Remove ids from their cells."""
@@ -176,7 +215,8 @@ class IVFIndex:
         """Approximate top-k."""
         if len(self) == 0 or k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        scores, ids = self._index.search(query.reshape(1, -1).astype(np.float32, copy=False), k)
+        with query_threads(self._query_threads, faiss=self._faiss):
+            scores, ids = self._index.search(query.reshape(1, -1).astype(np.float32, copy=False), k)
         keep = ids[0] >= 0
         return ids[0][keep], scores[0][keep]
 
@@ -209,6 +249,7 @@ class HNSWIndex:
     def __init__(self, dim: int, config: IndexConfig) -> None:
         faiss = import_faiss()
         self._faiss = faiss
+        self._query_threads = config.query_threads
         self.dim = dim
         graph = faiss.IndexHNSWFlat(dim, config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
         graph.hnsw.efConstruction = config.ef_construction
@@ -222,8 +263,10 @@ class HNSWIndex:
         return int(self._index.ntotal) - len(self._dead)
 
     def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
-        """Insert vectors into the graph."""
-        self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids.astype(np.int64))
+        """Insert vectors into the graph (small batches on one thread, like queries)."""
+        threads = self._query_threads if len(ids) < _SMALL_BATCH else self._faiss.omp_get_max_threads()
+        with query_threads(threads, faiss=self._faiss):
+            self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids.astype(np.int64))
 
     def remove(self, ids: np.ndarray) -> None:
         """Tombstone ids."""
@@ -238,7 +281,8 @@ class HNSWIndex:
         if len(self) == 0 or k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         fetch = min(int(self._index.ntotal), k + len(self._dead))
-        scores, ids = self._index.search(query.reshape(1, -1).astype(np.float32, copy=False), fetch)
+        with query_threads(self._query_threads, faiss=self._faiss):
+            scores, ids = self._index.search(query.reshape(1, -1).astype(np.float32, copy=False), fetch)
         keep = [j for j, i in enumerate(ids[0].tolist()) if i >= 0 and i not in self._dead][:k]
         return ids[0][keep], scores[0][keep]
 
@@ -297,7 +341,7 @@ class ShardedIndex:
         """Add vectors to a domain's shard, upgrading or retraining the shard when it has outgrown itself."""
         shard = self.shards.get(domain)
         if shard is None:
-            shard = self.shards[domain] = ExactIndex(self.dim)
+            shard = self.shards[domain] = ExactIndex(self.dim, self.config.query_threads)
         shard.add(ids, vectors)
         n = len(shard)
         wanted = self._wanted_kind(n)
@@ -315,7 +359,7 @@ class ShardedIndex:
     def _build(self, kind: str, ids: np.ndarray, vectors: np.ndarray) -> VectorIndex:
         index: VectorIndex
         if kind == "exact":
-            index = ExactIndex(self.dim)
+            index = ExactIndex(self.dim, self.config.query_threads)
         elif kind == "ivf":
             index = IVFIndex(self.dim, self.config, train_vectors=vectors)
         else:

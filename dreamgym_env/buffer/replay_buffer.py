@@ -311,16 +311,13 @@ class ReplayBuffer:
             self._sync()
             extra = self.store.count_episode(exclude_episode) if exclude_episode is not None else 0
             ids, scores = self.index.search(query, k + extra, domain)
-        rows = self.store.get(ids.tolist())
-        out: list[ScoredTransition] = []
-        for row_id, score in zip(ids.tolist(), scores.tolist(), strict=True):
-            t = rows.get(row_id)
-            if t is None or (exclude_episode is not None and t.episode_id == exclude_episode):
-                continue
-            out.append(ScoredTransition(row_id, float(score), t))
-            if len(out) == k:
-                break
-        return out
+        hits = list(zip(ids.tolist(), scores.tolist(), strict=True))
+        if extra:  # drop the episode's own rows by id first, so only k rows are read and decoded
+            episodes = self.store.episodes_of([row_id for row_id, _ in hits])
+            hits = [(i, score) for i, score in hits if episodes.get(i, exclude_episode) != exclude_episode]
+        hits = hits[:k]
+        rows = self.store.get([row_id for row_id, _ in hits])
+        return [ScoredTransition(i, float(score), rows[i]) for i, score in hits if i in rows]
 
     def retrieve(
         self,
