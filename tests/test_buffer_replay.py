@@ -1,11 +1,10 @@
-import argparse
 import json
 
 import numpy as np
 import pytest
 
 from dreamgym_env.buffer import BufferConfig, IndexConfig, ReplayBuffer
-from dreamgym_env.buffer.cli import add_buffer_commands
+from dreamgym_env.cli import main
 from dreamgym_env.retrieval import Retriever
 from dreamgym_env.types import Transition
 
@@ -110,15 +109,12 @@ def test_two_handles_see_each_others_writes(tmp_path):
 
 
 def test_cli_import_stats_search_export(tmp_path, capsys):
-    parser = argparse.ArgumentParser(prog="dreamgym")
-    add_buffer_commands(parser.add_subparsers(dest="command"))
     src = tmp_path / "in.jsonl"
     src.write_text("".join(tr(i).model_dump_json() + "\n" for i in range(12)) + "garbage\n")
     db = str(tmp_path / "b.sqlite")
 
     def run(*argv):
-        args = parser.parse_args(["buffer", *argv])
-        return args.func(args)
+        return main(["buffer", *argv])
 
     assert run("import", db, str(src), "--quiet") == 0
     out = capsys.readouterr()

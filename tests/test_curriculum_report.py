@@ -3,7 +3,6 @@ import json
 import pytest
 
 from dreamgym_env.curriculum import CurriculumSampler, TaskPool, build_report, format_report, plot_report
-from dreamgym_env.curriculum.cli import add_curriculum_commands
 from dreamgym_env.domains import get_domain
 from dreamgym_env.types import Task
 
@@ -59,12 +58,9 @@ def test_plot_writes_an_image(pool_path, tmp_path):
 
 
 def _cli(argv):
-    import argparse
+    from dreamgym_env.cli import main
 
-    parser = argparse.ArgumentParser()
-    add_curriculum_commands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return main(argv)
 
 
 def test_cli_stats_plot_and_errors(pool_path, tmp_path, capsys):

@@ -10,7 +10,6 @@ from typing import Any
 from dreamgym_env.buffer.config import BufferConfig, EmbedderConfig
 from dreamgym_env.buffer.loaders import FORMATS, import_files
 from dreamgym_env.buffer.replay_buffer import ReplayBuffer
-from dreamgym_env.errors import DreamGymError
 
 __all__ = ["add_buffer_commands"]
 
@@ -82,16 +81,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _guard(func: Any) -> Any:
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return int(func(args))
-        except DreamGymError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 1
-
-    return run
-
 
 def add_buffer_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``buffer`` command and its ``import``, ``stats``, ``search`` and ``export`` subcommands."""
@@ -123,11 +112,11 @@ def add_buffer_commands(subparsers: argparse._SubParsersAction) -> None:  # type
         "--strict", action="store_true", help="fail on the first malformed record, writing nothing"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=_guard(_cmd_import))
+    p.set_defaults(func=_cmd_import)
 
     p = commands.add_parser("stats", parents=[common], help="counts per domain and source, index state")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_guard(_cmd_stats))
+    p.set_defaults(func=_cmd_stats)
 
     p = commands.add_parser("search", parents=[common], help="top-k transitions similar to a (state, action)")
     p.add_argument("--state", required=True)
@@ -136,10 +125,10 @@ def add_buffer_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     p.add_argument("--domain")
     p.add_argument("--exclude-episode")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_guard(_cmd_search))
+    p.set_defaults(func=_cmd_search)
 
     p = commands.add_parser("export", parents=[common], help="write transitions as JSONL (the import format)")
     p.add_argument("output", help="destination .jsonl file")
     p.add_argument("--domain")
     p.add_argument("--source", choices=["offline", "sim", "real"])
-    p.set_defaults(func=_guard(_cmd_export))
+    p.set_defaults(func=_cmd_export)

@@ -78,16 +78,6 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _guard(func: Any) -> Any:
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return int(func(args))
-        except DreamGymError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 1
-
-    return run
-
 
 def add_curriculum_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``curriculum`` command and its ``stats``, ``plot`` and ``generate`` subcommands."""
@@ -107,11 +97,11 @@ def add_curriculum_commands(subparsers: argparse._SubParsersAction) -> None:  # 
         "stats", parents=[common], help="pool size, V distribution, success by task family"
     )
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_guard(_cmd_stats))
+    p.set_defaults(func=_cmd_stats)
 
     p = commands.add_parser("plot", parents=[common], help="draw the statistics into an image (needs [plot])")
     p.add_argument("-o", "--output", default="curriculum.png", help="image file (default curriculum.png)")
-    p.set_defaults(func=_guard(_cmd_plot))
+    p.set_defaults(func=_cmd_plot)
 
     p = commands.add_parser("generate", help="one generation round: variants of the top tasks by V")
     p.add_argument("pool", help="task pool file (created with the domain's seed tasks if missing)")
@@ -122,4 +112,4 @@ def add_curriculum_commands(subparsers: argparse._SubParsersAction) -> None:  # 
     p.add_argument("--parents", type=int, default=8, help="top tasks by V to vary (default 8)")
     p.add_argument("--candidates", type=int, default=4, help="variants asked for per parent (default 4)")
     p.add_argument("--seed", type=int, help="sampling seed of the requests")
-    p.set_defaults(func=_guard(_cmd_generate))
+    p.set_defaults(func=_cmd_generate)
