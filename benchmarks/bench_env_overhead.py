@@ -30,9 +30,19 @@ def synthetic_transitions(n: int, seed: int = 0) -> list[Transition]:
         k = int(rng.integers(1, 6))
         state = f"On the {place} {k}, you see a {obj} {k}, a {rng.choice(OBJECTS)} 2, and a {rng.choice(OBJECTS)} 1."
         action = f"take {obj} {k} from {place} {k}"
-        out.append(Transition(domain="alfworld", task_id=f"t{i % 500}", task=f"put a {obj} in {place}",
-                              episode_id=f"e{i // 20}", step=i % 20, state=state, action=action,
-                              next_state=f"You pick up the {obj} {k} from the {place} {k}.", source="offline"))
+        out.append(
+            Transition(
+                domain="alfworld",
+                task_id=f"t{i % 500}",
+                task=f"put a {obj} in {place}",
+                episode_id=f"e{i // 20}",
+                step=i % 20,
+                state=state,
+                action=action,
+                next_state=f"You pick up the {obj} {k} from the {place} {k}.",
+                source="offline",
+            )
+        )
     return out
 
 
@@ -64,17 +74,23 @@ def measure(size: int, steps: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", type=int, nargs="+", default=[0, 10_000, 100_000])
     parser.add_argument("--steps", type=int, default=400)
     args = parser.parse_args()
     rows = [measure(size, args.steps) for size in args.sizes]
     base = rows[0]["median_ms"]
-    print("| buffer size | step overhead median (ms) | p99 (ms) | of which retrieval, median (ms) | vs empty buffer |")
+    print(
+        "| buffer size | step overhead median (ms) | p99 (ms) | of which retrieval, median (ms) | vs empty buffer |"
+    )
     print("|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['size']:,} | {r['median_ms']:.3f} | {r['p99_ms']:.3f} | {r['retrieve_median_ms']:.3f} | "
-              f"{r['median_ms'] / base:.2f}x |")
+        print(
+            f"| {r['size']:,} | {r['median_ms']:.3f} | {r['p99_ms']:.3f} | {r['retrieve_median_ms']:.3f} | "
+            f"{r['median_ms'] / base:.2f}x |"
+        )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,16 @@ from dreamgym_env.experience.backends.openai_http import OpenAIBackend
 from dreamgym_env.experience.prompt import OUTPUT_INSTRUCTIONS
 
 ENV_ID = "DreamGym/ALFWorld-v0"
-CAPS = dict(max_state_chars=240, max_reasoning_chars=120, max_admissible_actions=4, max_action_chars=40,
-            max_tokens=600, temperature=0.0, on_invalid_output="fail_state", max_steps=1000)
+CAPS = dict(
+    max_state_chars=240,
+    max_reasoning_chars=120,
+    max_admissible_actions=4,
+    max_action_chars=40,
+    max_tokens=600,
+    temperature=0.0,
+    on_invalid_output="fail_state",
+    max_steps=1000,
+)
 
 
 class Capturing(Backend):
@@ -61,8 +69,10 @@ class NaiveOrder(Backend):
         q = request.query
         assert q is not None
         history = "".join(f"State:\n{s.state}\nAction: {s.action}\n\n" for s in q.history)
-        user = (f"Current state:\n{q.state}\nAction: {q.action}\n\n# Interaction so far\n{history}"
-                f"# Task\n{q.task.instruction}\nPredict the next state.")
+        user = (
+            f"Current state:\n{q.state}\nAction: {q.action}\n\n# Interaction so far\n{history}"
+            f"# Task\n{q.task.instruction}\nPredict the next state."
+        )
         system = f"{OUTPUT_INSTRUCTIONS}\n\n{dreamgym_env.get_domain(q.domain).instructions}"
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         return await self.inner.acomplete(replace(request, messages=messages))
@@ -85,8 +95,13 @@ def make_native(server, n: int, backend: Backend | None = None):
 
 
 def backend_for(server) -> OpenAIBackend:
-    return OpenAIBackend(BackendConfig(base_url=server["base_url"], model=server["model"],
-                                       **{k: CAPS[k] for k in ("max_tokens", "temperature")}))
+    return OpenAIBackend(
+        BackendConfig(
+            base_url=server["base_url"],
+            model=server["model"],
+            **{k: CAPS[k] for k in ("max_tokens", "temperature")},
+        )
+    )
 
 
 async def fire_direct(server, requests: list[CompletionRequest], concurrency: int) -> float:
@@ -106,7 +121,11 @@ async def fire_direct(server, requests: list[CompletionRequest], concurrency: in
 
 
 def prefix_counters(server) -> tuple[float, float]:
-    text = urllib.request.urlopen(server["base_url"].removesuffix("/v1") + "/metrics", timeout=10).read().decode()
+    text = (
+        urllib.request.urlopen(server["base_url"].removesuffix("/v1") + "/metrics", timeout=10)
+        .read()
+        .decode()
+    )
 
     def total(name: str) -> float:
         return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.M))
@@ -137,8 +156,14 @@ def native_memory_per_env(server, n: int, steps: int) -> float:
 
 
 def async_memory_per_env(server, n: int) -> float:
-    envs = gym.make_vec(ENV_ID, num_envs=n, vectorization_mode="async", base_url=server["base_url"],
-                        model=server["model"], **CAPS)
+    envs = gym.make_vec(
+        ENV_ID,
+        num_envs=n,
+        vectorization_mode="async",
+        base_url=server["base_url"],
+        model=server["model"],
+        **CAPS,
+    )
     envs.reset(seed=0)
     children = psutil.Process().children(recursive=True)
     rss = sum(c.memory_info().rss for c in children if "vllm" not in " ".join(c.cmdline()))
@@ -147,10 +172,14 @@ def async_memory_per_env(server, n: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 8, 32, 128])
     parser.add_argument("--steps", type=int, default=4, help="Vector steps per measurement.")
-    parser.add_argument("--async-max", type=int, default=32, help="Largest N for AsyncVectorEnv (a process each).")
+    parser.add_argument(
+        "--async-max", type=int, default=32, help="Largest N for AsyncVectorEnv (a process each)."
+    )
     parser.add_argument("--base-url", default=None, help="Use a running server instead of the smoke model.")
     parser.add_argument("--model", default=None)
     args = parser.parse_args()
@@ -166,27 +195,44 @@ def main() -> None:
             print(f"smoke model served in {s.startup_seconds:.1f}s at {s.base_url}\n")
         run_env(make_native(server, 4), 2)  # warm-up
 
-        print("| N | native (tr/s) | direct to server (tr/s) | native / direct | Sync (tr/s) | native / Sync "
-              "| Async (tr/s) | native / Async |")
+        print(
+            "| N | native (tr/s) | direct to server (tr/s) | native / direct | Sync (tr/s) | native / Sync "
+            "| Async (tr/s) | native / Async |"
+        )
         print("|---:|---:|---:|---:|---:|---:|---:|---:|")
         for n in args.sizes:
             capture = Capturing(backend_for(server))
             t_native, count = run_env(make_native(server, n, capture), args.steps)
             native = count / t_native
             direct = len(capture.requests) / asyncio.run(fire_direct(server, capture.requests, n))
-            sync_envs = gym.make_vec(ENV_ID, num_envs=n, vectorization_mode="sync", base_url=server["base_url"],
-                                     model=server["model"], **CAPS)
+            sync_envs = gym.make_vec(
+                ENV_ID,
+                num_envs=n,
+                vectorization_mode="sync",
+                base_url=server["base_url"],
+                model=server["model"],
+                **CAPS,
+            )
             t_sync, _ = run_env(sync_envs, args.steps)
             sync = count / t_sync
             async_cell, ratio_async = "n/a", "n/a"
             if n <= args.async_max:
-                async_envs = gym.make_vec(ENV_ID, num_envs=n, vectorization_mode="async",
-                                          base_url=server["base_url"], model=server["model"], **CAPS)
+                async_envs = gym.make_vec(
+                    ENV_ID,
+                    num_envs=n,
+                    vectorization_mode="async",
+                    base_url=server["base_url"],
+                    model=server["model"],
+                    **CAPS,
+                )
                 t_async, _ = run_env(async_envs, args.steps)
                 async_envs.close()
                 async_cell, ratio_async = f"{count / t_async:.1f}", f"{native / (count / t_async):.2f}"
-            print(f"| {n} | {native:.1f} | {direct:.1f} | {native / direct:.2f} | {sync:.1f} | {native / sync:.2f} "
-                  f"| {async_cell} | {ratio_async} |", flush=True)
+            print(
+                f"| {n} | {native:.1f} | {direct:.1f} | {native / direct:.2f} | {sync:.1f} | {native / sync:.2f} "
+                f"| {async_cell} | {ratio_async} |",
+                flush=True,
+            )
 
         ours = hit_rate(server, backend_for(server))
         naive = hit_rate(server, NaiveOrder(backend_for(server)))

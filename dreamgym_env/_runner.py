@@ -51,6 +51,8 @@ def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         running = None
     if running is loop:
         coro.close()
-        raise RuntimeError("run_sync() called from the dreamgym event loop itself; await the coroutine instead.")
+        raise RuntimeError(
+            "run_sync() called from the dreamgym event loop itself; await the coroutine instead."
+        )
     future = asyncio.run_coroutine_threadsafe(coro, loop)
     return future.result(timeout)

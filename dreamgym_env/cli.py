@@ -43,8 +43,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         )
         return 2
     server = serve_smoke_model(port=args.port, train_seconds=args.train_seconds)
-    print(f"SMOKE MODEL (a tiny model trained for seconds; its transitions are not meaningful) serving at "
-          f"{server.base_url} as {server.model!r}; started in {server.startup_seconds:.1f}s.", flush=True)
+    print(
+        f"SMOKE MODEL (a tiny model trained for seconds; its transitions are not meaningful) serving at "
+        f"{server.base_url} as {server.model!r}; started in {server.startup_seconds:.1f}s.",
+        flush=True,
+    )
     print(f"export DREAMGYM_BASE_URL={server.base_url} DREAMGYM_MODEL={server.model}", flush=True)
     try:
         signal.sigwait({signal.SIGINT, signal.SIGTERM})
@@ -63,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     envs = commands.add_parser("envs", help="List the registered DreamGym env ids.")
     envs.set_defaults(func=_cmd_envs)
 
-    serve = commands.add_parser("serve", help="Serve an experience model with vLLM (--smoke: the tiny local one).")
+    serve = commands.add_parser(
+        "serve", help="Serve an experience model with vLLM (--smoke: the tiny local one)."
+    )
     serve.add_argument("--smoke", action="store_true", help="Build (once) and serve the tiny smoke model.")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--train-seconds", type=float, default=60.0, help="Smoke model training budget.")

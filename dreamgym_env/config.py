@@ -40,8 +40,9 @@ class BackendConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     backend: Literal["openai", "vllm", "scripted"] = Field(
-        "openai", description="'openai': any OpenAI-compatible server (vLLM, SGLang...); 'vllm': in-process "
-        "vllm.LLM engine; 'scripted': the deterministic fake model for tests."
+        "openai",
+        description="'openai': any OpenAI-compatible server (vLLM, SGLang...); 'vllm': in-process "
+        "vllm.LLM engine; 'scripted': the deterministic fake model for tests.",
     )
     base_url: list[str] = Field(default_factory=_env_base_urls, description="One or several endpoints.")
     model: str = Field(default_factory=lambda: os.environ.get("DREAMGYM_MODEL", ""))
@@ -59,7 +60,9 @@ class BackendConfig(BaseModel):
         "sampling repeatable on GPU servers. Off by default: vLLM's CPU build (0.32) crashes its engine on a "
         "seeded request whose prompt is prefilled in chunks.",
     )
-    extra_body: dict[str, Any] = Field(default_factory=dict, description="Extra request fields for the server.")
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict, description="Extra request fields for the server."
+    )
 
     @field_validator("base_url", mode="before")
     @classmethod
@@ -84,7 +87,9 @@ class EnvConfig(BaseModel):
     max_steps: int | None = Field(None, ge=1, description="Step limit; None takes the domain's default.")
     top_k: int = Field(4, ge=0, description="Demonstrations retrieved from the replay buffer per step.")
     history_window: int | None = Field(
-        None, ge=0, description="Most recent steps of history in the prompt; None keeps all (best for caching)."
+        None,
+        ge=0,
+        description="Most recent steps of history in the prompt; None keeps all (best for caching).",
     )
     max_action_chars: int = Field(512, ge=1)
     max_state_chars: int = Field(4000, ge=16, description="Cap on a predicted state (enforced in decoding).")

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 from dreamgym_env._runner import run_sync
 from dreamgym_env.config import EnvConfig, split_overrides
@@ -106,7 +105,9 @@ class DreamGymEnv(gym.Env[str, str]):
         self.task_sampler = as_task_sampler(tasks if tasks is not None else self.domain.seed_tasks())
         self.max_steps = self.config.max_steps or self.domain.max_steps
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise DreamGymError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+            raise DreamGymError(
+                f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}"
+            )
         self.render_mode = render_mode
         self.observation_space = FreeText(max_length=self.config.max_state_chars + _FEEDBACK_CHARS)
         self.action_space = FreeText(max_length=self.config.max_action_chars)
@@ -121,7 +122,9 @@ class DreamGymEnv(gym.Env[str, str]):
         self._ended = True
 
     # ------------------------------------------------------------------ gymnasium API
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         """Start an episode on a sampled task, or on ``options["task"]`` (Task, dict, id or instruction)."""
         super().reset(seed=seed)
         options = options or {}
@@ -148,7 +151,9 @@ class DreamGymEnv(gym.Env[str, str]):
         if self._task is None:
             raise DreamGymError("Call reset() before step().")
         if self._ended:
-            raise DreamGymError("The episode has ended (terminated or truncated); call reset() to start another.")
+            raise DreamGymError(
+                "The episode has ended (terminated or truncated); call reset() to start another."
+            )
         if not isinstance(action, str):
             raise InvalidActionError(
                 f"Actions are strings in the {self.domain.name} grammar, got {type(action).__name__}: {action!r}. "
@@ -179,8 +184,9 @@ class DreamGymEnv(gym.Env[str, str]):
         output = prediction.output
         if output is None:  # on_invalid_output == "fail_state": the world stays as it was
             self._obs = self._state
-            return self._finish(0.0, terminated=False, success=False, reasoning="", model_error=prediction.error,
-                                **extra)
+            return self._finish(
+                0.0, terminated=False, success=False, reasoning="", model_error=prediction.error, **extra
+            )
 
         success = output.done and output.success
         reward = 1.0 if success else 0.0
@@ -204,13 +210,17 @@ class DreamGymEnv(gym.Env[str, str]):
         self._admissible = list(output.admissible_actions)
         if self.retriever is not None and self.config.store_transitions == "all":
             self.retriever.add(transition)
-        return self._finish(reward, terminated=output.done, success=success, reasoning=output.reasoning, **extra)
+        return self._finish(
+            reward, terminated=output.done, success=success, reasoning=output.reasoning, **extra
+        )
 
     def render(self) -> str | None:
         """``ansi``: return the task and current state; ``human``: print them."""
         if self.render_mode is None:
             return None
-        text = f"Task: {self._task.instruction if self._task else '(not reset)'}\nStep {self._step}\n{self._obs}"
+        text = (
+            f"Task: {self._task.instruction if self._task else '(not reset)'}\nStep {self._step}\n{self._obs}"
+        )
         if self.render_mode == "human":
             print(text)
             return None

@@ -32,6 +32,7 @@ class RandomPolicy:
         self.rng = np.random.default_rng(seed)
 
     def __call__(self, observation: str, info: dict[str, Any]) -> str:
+        """Pick an action for one sub-env."""
         actions = info.get("admissible_actions") or []
         return str(actions[int(self.rng.integers(len(actions)))]) if len(actions) else self.fallback
 
@@ -74,7 +75,12 @@ def _item(value: Any) -> Any:
 
 
 def collect_episodes(
-    envs: VectorEnv, policy: Policy, num_episodes: int, *, seed: int | None = None, max_env_steps: int = 100_000
+    envs: VectorEnv,
+    policy: Policy,
+    num_episodes: int,
+    *,
+    seed: int | None = None,
+    max_env_steps: int = 100_000,
 ) -> list[Episode]:
     """Run ``envs`` until ``num_episodes`` episodes have finished; return them in finishing order.
 

@@ -37,6 +37,7 @@ class TaskList:
         self._by_id = {t.task_id: t for t in self.tasks}
 
     def sample(self, rng: np.random.Generator) -> Task:
+        """A task drawn uniformly with ``rng``."""
         return self.tasks[int(rng.integers(len(self.tasks)))]
 
     def record_outcome(self, task: Task, reward: float, success: bool) -> None:

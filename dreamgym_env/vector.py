@@ -67,7 +67,9 @@ class DreamGymVectorEnv(VectorEnv):
         if num_envs < 1:
             raise ConfigError(f"num_envs must be at least 1, got {num_envs}.")
         if group_size < 1 or num_envs % group_size:
-            raise ConfigError(f"num_envs ({num_envs}) must be a positive multiple of group_size ({group_size}).")
+            raise ConfigError(
+                f"num_envs ({num_envs}) must be a positive multiple of group_size ({group_size})."
+            )
         mode = AutoresetMode(autoreset_mode)
         if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
             raise ConfigError(f"autoreset_mode must be NEXT_STEP or SAME_STEP, got {mode}.")
@@ -80,8 +82,14 @@ class DreamGymVectorEnv(VectorEnv):
         self.backend = backend if backend is not None else make_backend(cfg.backend)
         sampler = as_task_sampler(tasks if tasks is not None else domain.seed_tasks())
         self.envs = [
-            DreamGymEnv(domain, tasks=sampler, retriever=retriever, backend=self.backend, config=cfg,
-                        render_mode=render_mode)
+            DreamGymEnv(
+                domain,
+                tasks=sampler,
+                retriever=retriever,
+                backend=self.backend,
+                config=cfg,
+                render_mode=render_mode,
+            )
             for _ in range(num_envs)
         ]
         self.num_envs = num_envs
@@ -118,7 +126,9 @@ class DreamGymVectorEnv(VectorEnv):
         self._needs_reset[:] = False
         return tuple(obs), infos
 
-    def step(self, actions: Sequence[str]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(
+        self, actions: Sequence[str]
+    ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every sub-env; model requests of all sub-envs are sent concurrently."""
         return run_sync(self.astep(actions))
 

@@ -74,13 +74,17 @@ def main(args: Args) -> None:
             server = stack.enter_context(serve_smoke_model())
             base_url, model = server.base_url, server.model
             print(f"vLLM server up at {base_url} in {server.startup_seconds:.1f}s\n")
-        kwargs = {k: v for k, v in {"base_url": base_url, "model": model, "max_steps": args.max_steps}.items() if v}
+        kwargs = {
+            k: v for k, v in {"base_url": base_url, "model": model, "max_steps": args.max_steps}.items() if v
+        }
         if args.smoke:
             kwargs["on_invalid_output"] = "fail_state"  # a smoke model may ramble; keep the demo going
         env = gym.make(args.env_id, **kwargs)
         stack.callback(env.close)
         domain = env.unwrapped.domain
-        policy = LLMPolicy(env.unwrapped.backend.config.base_url[0], env.unwrapped.backend.config.model, domain)
+        policy = LLMPolicy(
+            env.unwrapped.backend.config.base_url[0], env.unwrapped.backend.config.model, domain
+        )
 
         step_latencies: list[float] = []
         successes = 0
@@ -98,12 +102,16 @@ def main(args: Args) -> None:
             successes += int(info["success"])
             print(f"  ended: {'terminated' if terminated else 'truncated'}, success={info['success']}\n")
 
-        print(f"{args.episodes} episodes, {len(step_latencies)} steps, success rate {successes / args.episodes:.2f}, "
-              f"median step latency {statistics.median(step_latencies) * 1000:.0f} ms")
+        print(
+            f"{args.episodes} episodes, {len(step_latencies)} steps, success rate {successes / args.episodes:.2f}, "
+            f"median step latency {statistics.median(step_latencies) * 1000:.0f} ms"
+        )
 
 
 def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     defaults = Args()
     parser.add_argument("--env-id", default=defaults.env_id)
     parser.add_argument("--episodes", type=int, default=defaults.episodes)

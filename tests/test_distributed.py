@@ -15,8 +15,14 @@ def test_ray_pool_collects_from_every_worker(ray_local):
     from dreamgym_env.distributed import RayRolloutPool
     from dreamgym_env.rollout import RandomPolicy
 
-    pool = RayRolloutPool("DreamGym/ALFWorld-v0", num_workers=2, envs_per_worker=2, backend="scripted",
-                          max_steps=3, endpoints=["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"])
+    pool = RayRolloutPool(
+        "DreamGym/ALFWorld-v0",
+        num_workers=2,
+        envs_per_worker=2,
+        backend="scripted",
+        max_steps=3,
+        endpoints=["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"],
+    )
     try:
         episodes = pool.collect(RandomPolicy(fallback="look"), episodes_per_worker=3, seed=0)
     finally:

@@ -1,15 +1,13 @@
 import pickle
 
 import gymnasium as gym
-import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
 import dreamgym_env
 from dreamgym_env import DreamGymEnv, ExperienceOutput, ScriptedBackend
 from dreamgym_env.errors import ConfigError, DreamGymError, InvalidActionError, ResponseFormatError
-from dreamgym_env.types import Task, Transition
-
+from dreamgym_env.types import Transition
 from tests._toy import ToyDomain
 
 
@@ -22,8 +20,18 @@ def test_reset_gives_state_and_info_fields():
     env = make()
     obs, info = env.reset(seed=3)
     assert obs.startswith("Room ")
-    for key in ("task", "task_id", "episode_id", "step", "admissible_actions", "success", "reasoning", "simulated",
-                "source", "last_action_error"):
+    for key in (
+        "task",
+        "task_id",
+        "episode_id",
+        "step",
+        "admissible_actions",
+        "success",
+        "reasoning",
+        "simulated",
+        "source",
+        "last_action_error",
+    ):
         assert key in info
     assert info["simulated"] is True and info["source"] == "sim" and info["step"] == 0
     assert info["admissible_actions"][-1] == "stop"
@@ -183,7 +191,11 @@ def test_hidden_task_facts_reach_the_model_not_the_agent():
     import gymnasium as gym
 
     env = gym.make("DreamGym/WebShop-v0", backend="scripted")
-    task = {"task_id": "t", "instruction": "buy blue socks", "metadata": {"price_upper": 12.5, "options": ["blue"]}}
+    task = {
+        "task_id": "t",
+        "instruction": "buy blue socks",
+        "metadata": {"price_upper": 12.5, "options": ["blue"]},
+    }
     obs, info = env.reset(seed=0, options={"task": task})
     assert "12.5" not in obs
     env.step("search[blue socks]")
@@ -213,8 +225,10 @@ def test_backend_failure_leaves_episode_retryable():
 
 
 def test_raw_control_characters_in_answers_are_dropped():
-    raw = '{"reasoning": "ok\x0f", "next_state": "Room\x01 2.\\nExit\tnorth", "admissible_actions": [], ' \
-          '"done": false, "success": false}'
+    raw = (
+        '{"reasoning": "ok\x0f", "next_state": "Room\x01 2.\\nExit\tnorth", "admissible_actions": [], '
+        '"done": false, "success": false}'
+    )
     env = make(backend=ScriptedBackend([raw]), parse_retries=0)
     env.reset(seed=0)
     obs, *_, info = env.step("go[2]")

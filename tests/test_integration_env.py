@@ -19,8 +19,14 @@ FALLBACK_ACTIONS = {
     "DreamGym/TextWorld-v0": "look",
 }
 # Caps that keep the smoke model's answers short and always closable within max_tokens.
-SMALL = dict(max_state_chars=300, max_reasoning_chars=160, max_admissible_actions=6, max_action_chars=40,
-             max_tokens=900, timeout=60.0)
+SMALL = dict(
+    max_state_chars=300,
+    max_reasoning_chars=160,
+    max_admissible_actions=6,
+    max_action_chars=40,
+    max_tokens=900,
+    timeout=60.0,
+)
 
 
 def pick_action(env_id, info):
@@ -71,7 +77,7 @@ def test_seeded_greedy_episodes_repeat(make_env):
         obs, info = env.reset(seed=7)
         trace = [obs]
         for _ in range(2):
-            obs, reward, *_ , info = env.step(pick_action("DreamGym/ALFWorld-v0", info))
+            obs, reward, *_, info = env.step(pick_action("DreamGym/ALFWorld-v0", info))
             trace.append((obs, reward))
         return trace
 
@@ -79,8 +85,14 @@ def test_seeded_greedy_episodes_repeat(make_env):
 
 
 def test_vector_env_against_server(vllm_server):
-    envs = gym.make_vec("DreamGym/WebShop-v0", num_envs=4, base_url=vllm_server.base_url, model=vllm_server.model,
-                        on_invalid_output="fail_state", **SMALL)
+    envs = gym.make_vec(
+        "DreamGym/WebShop-v0",
+        num_envs=4,
+        base_url=vllm_server.base_url,
+        model=vllm_server.model,
+        on_invalid_output="fail_state",
+        **SMALL,
+    )
     assert isinstance(envs, dreamgym_env.DreamGymVectorEnv)
     obs, infos = envs.reset(seed=0)
     obs, rewards, terms, truncs, infos = envs.step(["search[red shoes]"] * 4)
@@ -90,8 +102,14 @@ def test_vector_env_against_server(vllm_server):
 
 
 def test_unreachable_server_fails_fast_with_url():
-    env = gym.make("DreamGym/ALFWorld-v0", base_url="http://127.0.0.1:9/v1", model="m", timeout=2.0,
-                   connect_timeout=1.0, max_retries=1)
+    env = gym.make(
+        "DreamGym/ALFWorld-v0",
+        base_url="http://127.0.0.1:9/v1",
+        model="m",
+        timeout=2.0,
+        connect_timeout=1.0,
+        max_retries=1,
+    )
     env.reset(seed=0)
     start = time.perf_counter()
     with pytest.raises(ServerUnreachableError, match="127.0.0.1:9"):
@@ -104,8 +122,13 @@ def test_server_killed_mid_episode(smoke_model_dir):
 
     server = VLLMServer(smoke_model_dir, served_model_name="doomed", max_model_len=4096).start()
     try:
-        env = gym.make("DreamGym/ALFWorld-v0", base_url=server.base_url, model="doomed",
-                       on_invalid_output="fail_state", **{**SMALL, "timeout": 5.0, "max_retries": 1})
+        env = gym.make(
+            "DreamGym/ALFWorld-v0",
+            base_url=server.base_url,
+            model="doomed",
+            on_invalid_output="fail_state",
+            **{**SMALL, "timeout": 5.0, "max_retries": 1},
+        )
         env.reset(seed=0)
         env.step("look")  # the server answers
         server.kill()

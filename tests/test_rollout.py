@@ -1,6 +1,5 @@
 from dreamgym_env import DreamGymVectorEnv, ScriptedBackend
 from dreamgym_env.rollout import collect_episodes
-
 from tests._toy import ToyDomain
 
 

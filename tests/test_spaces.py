@@ -4,7 +4,6 @@ from gymnasium.spaces.utils import flatten, flatten_space, unflatten
 from gymnasium.vector import AsyncVectorEnv
 
 from dreamgym_env import DreamGymEnv, FreeText, ScriptedBackend
-
 from tests._toy import ToyDomain
 
 TEXT = "search[red shoes, size 9™]\nPrice: 12€\tok"

@@ -6,7 +6,6 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from dreamgym_env import DreamGymEnv, DreamGymVectorEnv, ScriptedBackend
 from dreamgym_env.errors import ConfigError
-
 from tests._toy import ToyDomain
 
 ACTIONS = ["go[1]", "go[2]", "stop", "go[3]", "bad action", "stop", "go[1]", "go[2]"]

@@ -81,7 +81,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-
 def add_buffer_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``buffer`` command and its ``import``, ``stats``, ``search`` and ``export`` subcommands."""
     common = argparse.ArgumentParser(add_help=False)

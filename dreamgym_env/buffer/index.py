@@ -39,12 +39,14 @@ def import_faiss() -> Any:
     return faiss
 
 
-_SMALL_BATCH = 256  # below this many vectors, an add is a query-sized job: thread pools cost more than they give
+_SMALL_BATCH = (
+    256  # below this many vectors, an add is a query-sized job: thread pools cost more than they give
+)
 
 
 @functools.cache
 def _blas_controller() -> Any:
-    """threadpoolctl's controller (scanning loaded libraries is slow, so once); ``None`` without it."""
+    """Threadpoolctl's controller (scanning loaded libraries is slow, so once); ``None`` without it."""
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:

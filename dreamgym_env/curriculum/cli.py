@@ -78,7 +78,6 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-
 def add_curriculum_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``curriculum`` command and its ``stats``, ``plot`` and ``generate`` subcommands."""
     common = argparse.ArgumentParser(add_help=False)

@@ -164,7 +164,10 @@ def _parse(completion: Completion) -> tuple[ExperienceOutput | None, str]:
         return None, f"not valid JSON ({e.msg} at char {e.pos}): {snippet!r}"
     except ValidationError as e:
         snippet = completion.text[:200].replace("\n", " ")
-        return None, f"not a valid transition JSON ({e.error_count()} errors, e.g. {e.errors()[0]['msg']}): {snippet!r}"
+        return (
+            None,
+            f"not a valid transition JSON ({e.error_count()} errors, e.g. {e.errors()[0]['msg']}): {snippet!r}",
+        )
     if not output.next_state.strip():
         return None, "next_state is empty"
     return output, ""

@@ -41,7 +41,9 @@ def build_messages(
         {"role": "system", "content": system},
         {
             "role": "user",
-            "content": render_user_prompt(task, history, demonstrations, state, action, domain.describe_task(task)),
+            "content": render_user_prompt(
+                task, history, demonstrations, state, action, domain.describe_task(task)
+            ),
         },
     ]
 
@@ -58,7 +60,9 @@ def render_user_prompt(
 
     ``task_facts`` are the goal's details the agent does not see but success depends on.
     """
-    facts = f"\nGoal details (hidden from the agent, for judging success):\n{task_facts}\n" if task_facts else ""
+    facts = (
+        f"\nGoal details (hidden from the agent, for judging success):\n{task_facts}\n" if task_facts else ""
+    )
     parts = [f"# Task\n{task.instruction}\n{facts}\n# Interaction so far\n"]
     for i, step in enumerate(history, start=1):
         parts.append(f"## Step {i}\nState:\n{step.state}\nAction: {step.action}\n\n")

@@ -57,6 +57,7 @@ class OpenAIBackend(Backend):
         self._turn = itertools.count()
 
     def describe(self) -> str:
+        """Model and endpoints (never the key)."""
         return f"openai({self.config.model} @ {', '.join(self.config.base_url)})"
 
     def __getstate__(self) -> dict[str, Any]:
@@ -104,6 +105,7 @@ class OpenAIBackend(Backend):
         return kwargs
 
     async def acomplete(self, request: CompletionRequest) -> Completion:
+        """Send one request, failing over across endpoints on connection errors."""
         state = self._state()
         kwargs = self._request_kwargs(request)
         n = len(state.clients)
@@ -143,6 +145,7 @@ class OpenAIBackend(Backend):
         )
 
     async def aclose(self) -> None:
+        """Close the clients bound to the running loop."""
         state = self._states.pop(asyncio.get_running_loop(), None)
         if state is not None:
             for client in state.clients:

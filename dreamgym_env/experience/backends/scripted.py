@@ -59,7 +59,9 @@ class ScriptedBackend(Backend):
         requests: Every request received, for tests to inspect prompts.
     """
 
-    def __init__(self, responder: Responder | Iterable[Answer] | None = None, *, latency_s: float = 0.0) -> None:
+    def __init__(
+        self, responder: Responder | Iterable[Answer] | None = None, *, latency_s: float = 0.0
+    ) -> None:
         if responder is None:
             responder = echo_world
         self._responder: Responder | None = responder if callable(responder) else None
@@ -68,6 +70,7 @@ class ScriptedBackend(Backend):
         self.requests: list[CompletionRequest] = []
 
     async def acomplete(self, request: CompletionRequest) -> Completion:
+        """Answer from the responder or the next scripted answer."""
         self.requests.append(request)
         if self.latency_s:
             await asyncio.sleep(self.latency_s)

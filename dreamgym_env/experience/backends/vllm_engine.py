@@ -76,6 +76,7 @@ class VLLMEngineBackend(Backend):
         )
 
     def describe(self) -> str:
+        """The engine's model."""
         return f"vllm.LLM({self.model})"
 
     def __getstate__(self) -> dict[str, Any]:
@@ -88,6 +89,7 @@ class VLLMEngineBackend(Backend):
         self._engine_lock = threading.Lock()
 
     async def acomplete(self, request: CompletionRequest) -> Completion:
+        """Queue the request; it joins the next engine batch."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Completion] = loop.create_future()
         self._pending.append(_Pending(request, future))
