@@ -35,6 +35,7 @@ def _cmd_eval_fidelity(args: argparse.Namespace) -> int:
             parse_retries=0,
             max_state_chars=args.max_state_chars,
             max_reasoning_chars=args.max_reasoning_chars,
+            max_action_chars=args.max_action_chars,
         )
         runs.append((args.name or args.model, model_predictor(backend, config, env_config), backend))
     if not runs:
@@ -92,6 +93,9 @@ def add_evaluation_commands(commands: argparse._SubParsersAction) -> None:  # ty
     p.add_argument("--max-tokens", type=int, default=512)
     p.add_argument("--max-state-chars", type=int, default=1200, help="Cap on a predicted state (schema).")
     p.add_argument("--max-reasoning-chars", type=int, default=400, help="Cap on the reasoning (schema).")
+    p.add_argument(
+        "--max-action-chars", type=int, default=100, help="Cap on each admissible action (schema)."
+    )
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--judge-base-url", default="http://127.0.0.1:8001/v1", help="Judge endpoint (rubrics).")
     p.add_argument("--judge-model", help="Also score the four judge rubrics with this served model.")
