@@ -2,8 +2,8 @@
 
 Gymnasium's default :class:`~gymnasium.spaces.Text` charset is alphanumeric, which rejects
 ``search[red shoes]`` and every realistic web or game observation. This subclass samples from printable
-ASCII (so random agents type plausible strings) and accepts any printable Unicode text plus newlines and
-tabs, because product titles and page text contain characters such as ``™`` and ``é``.
+ASCII (so random agents type plausible strings) and accepts any Unicode text without control characters
+(tab and newlines allowed), because product titles and page text hold ``™``, ``é`` and non-breaking spaces.
 
 Flattened (for ``AsyncVectorEnv``'s shared memory and ``FlattenObservation``), a string becomes its
 Unicode code points padded with -1, since no finite charset indexes every character it may hold.
@@ -11,6 +11,7 @@ Unicode code points padded with -1, since no finite charset indexes every charac
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Sequence
 from typing import Any, overload
@@ -20,14 +21,15 @@ from gymnasium.spaces import Box, Text
 from gymnasium.spaces.utils import flatten, flatten_space, unflatten
 from gymnasium.vector.utils import read_from_shared_memory
 
-__all__ = ["FreeText"]
+__all__ = ["CONTROL_CHARACTERS", "FreeText", "SharedTextBatch"]
 
 _SAMPLE_CHARSET = string.ascii_letters + string.digits + string.punctuation + " "
-_ALLOWED_WHITESPACE = frozenset("\n\t\r")
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+"""Unicode control characters (category Cc) other than tab, newline and carriage return."""
 
 
 class FreeText(Text):
-    """Strings of printable Unicode characters with a length range.
+    """Strings of Unicode text without control characters, with a length range.
 
     Args:
         max_length: Longest accepted string, in characters.
@@ -43,10 +45,10 @@ class FreeText(Text):
         super().__init__(max_length=max_length, min_length=min_length, charset=_SAMPLE_CHARSET, seed=seed)
 
     def contains(self, x: Any) -> bool:
-        """Accept any printable text whose length is within bounds."""
+        """Accept any text within the length bounds that has no control characters but tab and newlines."""
         if not isinstance(x, str) or not self.min_length <= len(x) <= self.max_length:
             return False
-        return x.isprintable() or all(c.isprintable() or c in _ALLOWED_WHITESPACE for c in x)
+        return CONTROL_CHARACTERS.search(x) is None
 
     def __repr__(self) -> str:
         return f"FreeText({self.min_length}, {self.max_length})"

@@ -226,7 +226,7 @@ def test_backend_failure_leaves_episode_retryable():
 
 def test_raw_control_characters_in_answers_are_dropped():
     raw = (
-        '{"reasoning": "ok\x0f", "next_state": "Room\x01 2.\\nExit\tnorth", "admissible_actions": [], '
+        '{"reasoning": "ok\x0f\x7f", "next_state": "Room\x01 2.\\nExit\tnorth", "admissible_actions": [], '
         '"done": false, "success": false}'
     )
     env = make(backend=ScriptedBackend([raw]), parse_retries=0)
@@ -234,3 +234,15 @@ def test_raw_control_characters_in_answers_are_dropped():
     obs, *_, info = env.step("go[2]")
     assert obs == "Room 2.\nExit\tnorth" and info["reasoning"] == "ok"
     assert env.observation_space.contains(obs)
+
+
+def test_step_works_inside_a_running_event_loop():
+    """Notebooks, async trainers and Playwright's sync API leave a loop running in the caller's thread."""
+    import asyncio
+
+    async def inside():
+        env = make()
+        env.reset(seed=0)
+        return env.step("go[1]")[0]
+
+    assert "You did: go[1]" in asyncio.run(inside())

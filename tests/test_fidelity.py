@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 from test_sft_data import _data
 
+from dreamgym_env._runner import run_sync
 from dreamgym_env.buffer import ReplayBuffer
 from dreamgym_env.evaluation.fidelity import aggregate, score_transition, set_f1, token_f1
 from dreamgym_env.evaluation.report import load_reports, markdown_table
@@ -122,9 +122,9 @@ def test_baselines_and_a_scripted_model_through_the_runner(split, tmp_path):
 
     buffer, data = split
     cases, config = load_eval_cases(buffer, data)
-    repeat, _ = asyncio.run(evaluate("repeat-state", repeat_state, cases))
+    repeat, _ = run_sync(evaluate("repeat-state", repeat_state, cases))
     assert repeat.exact_match == 0.0 and repeat.done_accuracy == pytest.approx(2 / 3)  # 1 final step in 3
-    nearest, _ = asyncio.run(evaluate("nearest", nearest_transition, cases))
+    nearest, _ = run_sync(evaluate("nearest", nearest_transition, cases))
     assert nearest.transitions == len(cases)
 
     def oracle(request):  # a model that knows the answer: the metrics must say so
@@ -137,7 +137,7 @@ def test_baselines_and_a_scripted_model_through_the_runner(split, tmp_path):
         return _out(t.next_state, t.done, t.success, t.metadata["admissible_actions"])
 
     backend = ScriptedBackend(oracle)
-    report, records = asyncio.run(evaluate("oracle", model_predictor(backend, config), cases, concurrency=3))
+    report, records = run_sync(evaluate("oracle", model_predictor(backend, config), cases, concurrency=3))
     assert (report.exact_match, report.done_accuracy, report.success_accuracy, report.actions_f1) == (
         1,
         1,
@@ -148,7 +148,7 @@ def test_baselines_and_a_scripted_model_through_the_runner(split, tmp_path):
     assert "# Similar real transitions" in prompt  # top_k from the manifest reached the request
 
     garbage = ScriptedBackend(lambda request: "{not json")
-    failed, _ = asyncio.run(evaluate("garbage", model_predictor(garbage, config), cases))
+    failed, _ = run_sync(evaluate("garbage", model_predictor(garbage, config), cases))
     assert failed.parse_failure_rate == 1.0
 
     out = tmp_path / "results"

@@ -1,4 +1,3 @@
-import asyncio
 import pickle
 import sqlite3
 
@@ -7,6 +6,7 @@ import pytest
 
 import dreamgym_env
 from dreamgym_env import BackendConfig, CompletionRequest, DreamGymEnv, ExperienceOutput, ScriptedBackend
+from dreamgym_env._runner import run_sync
 from dreamgym_env.errors import ConfigError, ReplayMissError
 from dreamgym_env.experience.backends.openai_http import OpenAIBackend
 from dreamgym_env.experience.backends.recording import (
@@ -109,12 +109,12 @@ def test_miss_raises_with_key_file_and_how_to_record(tmp_path):
 def test_miss_explains_a_sampling_difference(tmp_path):
     path = tmp_path / "run.sqlite"
     cold = RecordingBackend(echo(), path, sampling={"temperature": 0.0})
-    asyncio.run(cold.acomplete(request()))
+    run_sync(cold.acomplete(request()))
     warm = RecordingBackend(None, path, "replay", sampling={"temperature": 1.0})
     with pytest.raises(ReplayMissError, match=r"other settings \(sampling: recorded \{\"temperature\":0.0\}"):
-        asyncio.run(warm.acomplete(request()))
+        run_sync(warm.acomplete(request()))
     with pytest.raises(ReplayMissError, match=r"seed: recorded 1, now 2"):
-        asyncio.run(RecordingBackend(None, path, "replay").acomplete(request(seed=2)))
+        run_sync(RecordingBackend(None, path, "replay").acomplete(request(seed=2)))
 
 
 def test_replay_or_record_falls_through_and_records(tmp_path):
@@ -133,22 +133,22 @@ def test_repeated_identical_requests_replay_in_order(tmp_path):
         ExperienceOutput(reasoning="r", next_state=f"answer {i}", done=False, success=False) for i in range(3)
     ]
     recorder = record(ScriptedBackend(answers), path)
-    texts = [asyncio.run(recorder.acomplete(request())).text for _ in range(3)]
+    texts = [run_sync(recorder.acomplete(request())).text for _ in range(3)]
     assert len(set(texts)) == 3
     player = replay(path)
-    assert [asyncio.run(player.acomplete(request())).text for _ in range(3)] == texts
+    assert [run_sync(player.acomplete(request())).text for _ in range(3)] == texts
     # More repeats than were recorded get the last recorded answer for that exact request.
-    assert asyncio.run(player.acomplete(request())).text == texts[-1]
+    assert run_sync(player.acomplete(request())).text == texts[-1]
     assert [c.occurrence for c in read_recording(path)] == [0, 1, 2]
 
 
 def test_latency_is_measured_unless_restored(tmp_path):
     path = tmp_path / "run.sqlite"
-    recorded = asyncio.run(record(echo(latency_s=0.2), path).acomplete(request()))
+    recorded = run_sync(record(echo(latency_s=0.2), path).acomplete(request()))
     assert recorded.latency_s == pytest.approx(0.2)
-    fast = asyncio.run(replay(path).acomplete(request()))
+    fast = run_sync(replay(path).acomplete(request()))
     assert fast.latency_s < 0.1 and fast.extra["recording"]["recorded_latency_s"] == pytest.approx(0.2)
-    restored = asyncio.run(RecordingBackend(None, path, "replay", restore_latency=True).acomplete(request()))
+    restored = run_sync(RecordingBackend(None, path, "replay", restore_latency=True).acomplete(request()))
     assert restored.latency_s == pytest.approx(0.2)
     assert fast.text == restored.text == recorded.text
 
@@ -194,11 +194,11 @@ def test_key_covers_sampling_settings_but_not_endpoints():
 
 def test_replay_without_backend_needs_one_sampling_setting(tmp_path):
     path = tmp_path / "run.sqlite"
-    asyncio.run(RecordingBackend(echo(), path, sampling={"t": 0}).acomplete(request()))
-    asyncio.run(RecordingBackend(echo(), path, sampling={"t": 1}).acomplete(request()))
+    run_sync(RecordingBackend(echo(), path, sampling={"t": 0}).acomplete(request()))
+    run_sync(RecordingBackend(echo(), path, sampling={"t": 1}).acomplete(request()))
     with pytest.raises(ConfigError, match="several sampling settings"):
-        asyncio.run(replay(path).acomplete(request()))
-    assert asyncio.run(RecordingBackend(None, path, "replay", sampling={"t": 1}).acomplete(request())).text
+        run_sync(replay(path).acomplete(request()))
+    assert run_sync(RecordingBackend(None, path, "replay", sampling={"t": 1}).acomplete(request())).text
 
 
 def test_bad_arguments(tmp_path):
@@ -213,10 +213,10 @@ def test_bad_arguments(tmp_path):
 def test_pickles_for_subprocess_vector_envs(tmp_path):
     path = tmp_path / "run.sqlite"
     backend = record(echo(), path)
-    asyncio.run(backend.acomplete(request()))
+    run_sync(backend.acomplete(request()))
     clone = pickle.loads(pickle.dumps(backend))
     assert clone.mode == "record" and clone.path == backend.path
-    assert asyncio.run(replay(path).acomplete(request())).text
+    assert run_sync(replay(path).acomplete(request())).text
     assert dreamgym_env.replay is replay and dreamgym_env.record is record
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 
+from dreamgym_env._runner import run_sync
 from dreamgym_env.buffer import ReplayBuffer
 from dreamgym_env.config import EnvConfig
 from dreamgym_env.domains import get_domain
@@ -148,12 +148,12 @@ def test_annotation_is_recorded_and_resumes(tmp_path):
     path = tmp_path / "buffer.sqlite"
     with ReplayBuffer.open(path, dedup="episode") as buffer:
         buffer.add_many(_data(tasks=3))
-        first = asyncio.run(annotate_buffer(buffer, ScriptedBackend(_teacher), limit=5, batch_size=2))
+        first = run_sync(annotate_buffer(buffer, ScriptedBackend(_teacher), limit=5, batch_size=2))
         assert (first.pending, first.annotated, first.failed) == (5, 5, 0)
     with ReplayBuffer.open(path, dedup="episode") as buffer:  # reopened: the traces survived
         done = [t for t in buffer.iter_transitions() if t.reasoning]
         assert len(done) == 5 and all(t.reasoning == f"because of step {t.step + 1}" for t in done)
-        second = asyncio.run(annotate_buffer(buffer, ScriptedBackend(_teacher), concurrency=4))
+        second = run_sync(annotate_buffer(buffer, ScriptedBackend(_teacher), concurrency=4))
         assert second.skipped_existing == 5 and second.annotated == 13
         assert all(t.reasoning for t in buffer.iter_transitions())
 
@@ -171,14 +171,14 @@ def test_annotation_keeps_received_traces_when_the_teacher_fails(tmp_path):
     with ReplayBuffer.open(tmp_path / "b.sqlite", dedup="episode") as buffer:
         buffer.add_many(_data(tasks=2))
         with pytest.raises(RuntimeError):
-            asyncio.run(annotate_buffer(buffer, Flaky(_teacher), concurrency=1, batch_size=100))
+            run_sync(annotate_buffer(buffer, Flaky(_teacher), concurrency=1, batch_size=100))
         assert sum(1 for t in buffer.iter_transitions() if t.reasoning) == 3
 
 
 def test_unparsable_teacher_answers_are_counted_not_stored(tmp_path):
     with ReplayBuffer.open(tmp_path / "b.sqlite", dedup="episode") as buffer:
         buffer.add_many(_episode(0, 0))
-        report = asyncio.run(annotate_buffer(buffer, ScriptedBackend(lambda r: "not json")))
+        report = run_sync(annotate_buffer(buffer, ScriptedBackend(lambda r: "not json")))
         assert report.failed == 3 and report.annotated == 0
         assert not any(t.reasoning for t in buffer.iter_transitions())
 

@@ -14,6 +14,8 @@ def test_contains_printable_unicode_and_length_bounds():
     assert space.contains(TEXT)
     assert not space.contains("x" * 65)
     assert not space.contains("bell\x07")
+    assert not space.contains("del\x7f") and not space.contains("c1\x85")
+    assert space.contains("non\u00a0breaking space, zero\u200bwidth")
     assert not space.contains(3)
     assert FreeText(max_length=5, min_length=2).contains("ab")
     assert space.contains(space.sample())

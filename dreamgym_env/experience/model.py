@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -16,6 +15,7 @@ from dreamgym_env.errors import ResponseFormatError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest, TransitionQuery
 from dreamgym_env.experience.prompt import build_messages
 from dreamgym_env.experience.schema import ExperienceOutput, output_json_schema
+from dreamgym_env.spaces import CONTROL_CHARACTERS
 from dreamgym_env.types import Step, Task, Transition
 
 __all__ = ["ExperienceModel", "Prediction"]
@@ -131,34 +131,26 @@ class ExperienceModel:
         return Prediction(None, completion, attempts, error, build_s, parse_s)
 
 
-# C0 control characters other than tab and newline: JSON forbids them raw inside strings, yet some
-# structured-decoding grammars let them through. They carry no text, so they are dropped, not rejected.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+def _strip_controls(value: object) -> object:
+    """Drop control characters from every string of a parsed answer.
 
-
-def _load_lenient(text: str) -> object:
-    data = json.loads(text, strict=False)
-
-    def clean(value: object) -> object:
-        if isinstance(value, str):
-            return _CONTROL.sub("", value)
-        if isinstance(value, list):
-            return [clean(v) for v in value]
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        return value
-
-    return clean(data)
+    JSON forbids them raw and the env's spaces reject them, yet structured-decoding grammars let some
+    through (DEL, raw C0 bytes). They carry no text, so dropping them loses nothing.
+    """
+    if isinstance(value, str):
+        return CONTROL_CHARACTERS.sub("", value)
+    if isinstance(value, list):
+        return [_strip_controls(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _strip_controls(v) for k, v in value.items()}
+    return value
 
 
 def _parse(completion: Completion) -> tuple[ExperienceOutput | None, str]:
     if completion.extra.get("finish_reason") == "length":
         return None, f"the answer was cut at max_tokens ({len(completion.text)} chars)"
     try:
-        try:
-            output = ExperienceOutput.model_validate_json(completion.text)
-        except ValidationError:
-            output = ExperienceOutput.model_validate(_load_lenient(completion.text))
+        output = ExperienceOutput.model_validate(_strip_controls(json.loads(completion.text, strict=False)))
     except json.JSONDecodeError as e:
         snippet = completion.text[:200].replace("\n", " ")
         return None, f"not valid JSON ({e.msg} at char {e.pos}): {snippet!r}"
