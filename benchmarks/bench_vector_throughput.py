@@ -205,6 +205,12 @@ def main() -> None:
     )
     parser.add_argument("--base-url", default=None, help="Use a running server instead of the smoke model.")
     parser.add_argument("--model", default=None)
+    parser.add_argument(
+        "--no-prefix-caching",
+        action="store_true",
+        help="Serve without vLLM's prefix cache: every contender pays full prefill, so throughput compares "
+        "fairly even when answers (and so later prompts) differ between runs. Skips the hit-rate table.",
+    )
     args = parser.parse_args()
 
     with contextlib.ExitStack() as stack:
@@ -213,7 +219,10 @@ def main() -> None:
         else:
             from dreamgym_env.serving import serve_smoke_model
 
-            s = stack.enter_context(serve_smoke_model(extra_args=["--enable-prompt-tokens-details"]))
+            extra = ["--enable-prompt-tokens-details"] + (
+                ["--no-enable-prefix-caching"] if args.no_prefix_caching else []
+            )
+            s = stack.enter_context(serve_smoke_model(extra_args=extra))
             server = {"base_url": s.base_url, "model": s.model}
             print(f"smoke model served in {s.startup_seconds:.1f}s at {s.base_url}\n")
         run_env(make_native(server, 4), 2)  # warm-up
@@ -275,11 +284,14 @@ def main() -> None:
                 flush=True,
             )
 
-        ours = hit_rate(server, backend_for(server))
-        naive = hit_rate(server, NaiveOrder(backend_for(server)))
-        print("\n| prompt order | prefix-cache hit rate (tokens) |\n|---|---:|")
-        print(f"| ours (fixed instructions, task, append-only history, then per-step parts) | {ours:.3f} |")
-        print(f"| naive (current state and action first) | {naive:.3f} |")
+        if not args.no_prefix_caching:
+            ours = hit_rate(server, backend_for(server))
+            naive = hit_rate(server, NaiveOrder(backend_for(server)))
+            print("\n| prompt order | prefix-cache hit rate (tokens) |\n|---|---:|")
+            print(
+                f"| ours (fixed instructions, task, append-only history, then per-step parts) | {ours:.3f} |"
+            )
+            print(f"| naive (current state and action first) | {naive:.3f} |")
 
         n_mem = min(32, args.async_max)
         native_mem = native_memory_per_env(server, 128, args.steps)
