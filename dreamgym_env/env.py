@@ -20,7 +20,7 @@ from dreamgym_env.spaces import FreeText
 from dreamgym_env.tasks import TaskSampler, as_task_sampler, resolve_task
 from dreamgym_env.types import Step, Task, Transition
 
-__all__ = ["DreamGymEnv"]
+__all__ = ["DreamGymEnv", "render_episode"]
 
 _FEEDBACK_CHARS = 1024  # room for an invalid-action message in front of the state
 
@@ -216,15 +216,7 @@ class DreamGymEnv(gym.Env[str, str]):
 
     def render(self) -> str | None:
         """``ansi``: return the task and current state; ``human``: print them."""
-        if self.render_mode is None:
-            return None
-        text = (
-            f"Task: {self._task.instruction if self._task else '(not reset)'}\nStep {self._step}\n{self._obs}"
-        )
-        if self.render_mode == "human":
-            print(text)
-            return None
-        return text
+        return render_episode(self.render_mode, self._task, self._step, self._obs)
 
     def close(self) -> None:
         """Release the backend's connections if this env created it."""
@@ -289,6 +281,17 @@ class DreamGymEnv(gym.Env[str, str]):
         }
         info.update(extra)
         return info
+
+
+def render_episode(render_mode: str | None, task: Task | None, step: int, observation: str) -> str | None:
+    """The text both simulated and real envs render: ``ansi`` returns it, ``human`` prints it."""
+    if render_mode is None:
+        return None
+    text = f"Task: {task.instruction if task else '(not reset)'}\nStep {step}\n{observation}"
+    if render_mode == "human":
+        print(text)
+        return None
+    return text
 
 
 def _timing_info(prediction: Prediction, retrieve_s: float, total_s: float) -> dict[str, Any]:

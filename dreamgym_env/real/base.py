@@ -18,6 +18,7 @@ from typing import Any
 import gymnasium as gym
 
 from dreamgym_env.domains import Domain, get_domain
+from dreamgym_env.env import render_episode
 from dreamgym_env.errors import DreamGymError, InvalidActionError
 from dreamgym_env.spaces import FreeText
 from dreamgym_env.types import Task
@@ -173,15 +174,7 @@ class RealTextEnv(gym.Env[str, str]):
 
     def render(self) -> str | None:
         """``ansi``: return the task and current state; ``human``: print them."""
-        if self.render_mode is None:
-            return None
-        text = (
-            f"Task: {self._task.instruction if self._task else '(not reset)'}\nStep {self._step}\n{self._obs}"
-        )
-        if self.render_mode == "human":
-            print(text)
-            return None
-        return text
+        return render_episode(self.render_mode, self._task, self._step, self._obs)
 
     def close(self) -> None:
         """Release the real engine."""

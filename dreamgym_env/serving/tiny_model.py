@@ -54,7 +54,7 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<pad>")
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<pad>")
 
 
 @dataclass(frozen=True)
@@ -366,7 +366,7 @@ def _build(out: Path, spec: SmokeModelSpec) -> dict[str, Any]:
     bpe.post_processor = tokenizers.processors.ByteLevel(trim_offsets=False)
     trainer = tokenizers.trainers.BpeTrainer(
         vocab_size=spec.vocab_size,
-        special_tokens=list(_SPECIAL_TOKENS),
+        special_tokens=list(SPECIAL_TOKENS),
         show_progress=False,
         initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
     )

@@ -27,18 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from dreamgym_env.errors import ConfigError, DataFormatError, DependencyNotInstalled
+from dreamgym_env.serving.tiny_model import CHAT_TEMPLATE, SPECIAL_TOKENS
 from dreamgym_env.training.sft_data import load_manifest
 
 __all__ = ["TRAINING_MANIFEST", "ScratchModelSpec", "TrainConfig", "TrainResult", "train_experience_model"]
 
 TRAINING_MANIFEST = "dreamgym_training.json"
-
-# ChatML, as the serving stack's tiny models and the Qwen family use.
-_CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<pad>")
 
 
 @dataclass(frozen=True)
@@ -188,7 +182,7 @@ def build_scratch_tokenizer(rows: list[dict[str, Any]], spec: ScratchModelSpec) 
     bpe.decoder = tokenizers.decoders.ByteLevel()
     trainer = tokenizers.trainers.BpeTrainer(
         vocab_size=spec.vocab_size,
-        special_tokens=list(_SPECIAL_TOKENS),
+        special_tokens=list(SPECIAL_TOKENS),
         show_progress=False,
         initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
     )
@@ -201,7 +195,7 @@ def build_scratch_tokenizer(rows: list[dict[str, Any]], spec: ScratchModelSpec) 
         pad_token="<pad>",
         model_max_length=spec.max_position_embeddings,
     )
-    tok.chat_template = _CHAT_TEMPLATE
+    tok.chat_template = CHAT_TEMPLATE
     return tok
 
 
