@@ -159,14 +159,20 @@ def test_step_latency_is_mostly_server_time(make_env):
 def test_prefix_cache_reuses_the_previous_step(make_env):
     """vLLM reports cached prompt tokens: step t+1 reuses step t's prompt up to its history."""
     env = make_env("DreamGym/ALFWorld-v0", on_invalid_output="fail_state", max_steps=10)
-    env.reset(seed=3)
-    usages = []
-    for action in ["look", "inventory", "look"]:
-        _, _, terminated, truncated, info = env.step(action)
-        usages.append(info["usage"])
-        if terminated or truncated:
+    # The smoke model's predictions are random, so an episode may end after one step;
+    # try a few seeds until one episode yields two consecutive steps.
+    usages: list[dict] = []
+    for seed in range(3, 13):
+        env.reset(seed=seed)
+        usages = []
+        for action in ["look", "inventory", "look"]:
+            _, _, terminated, truncated, info = env.step(action)
+            usages.append(info["usage"])
+            if terminated or truncated:
+                break
+        if len(usages) >= 2:
             break
-    assert len(usages) >= 2
+    assert len(usages) >= 2, "no episode lasted two steps in ten seeds"
     first, second = usages[0], usages[1]
     assert second["cached_tokens"] is not None, "server should run with --enable-prompt-tokens-details"
     assert second["cached_tokens"] >= 0.8 * first["prompt_tokens"] - 32  # block-granular caching
