@@ -135,3 +135,52 @@ def test_embeddings_are_stored_normalised(tmp_path):
         buffer.add_many([tr(i) for i in range(5)])
         vectors = np.stack([r.embedding for batch in buffer.store.rows_after(0) for r in batch])
         np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
+
+
+class CountingEmbedder:
+    """Wraps the default embedder and counts the texts it embeds."""
+
+    def __init__(self):
+        from dreamgym_env.buffer import HashingEmbedder
+
+        self.inner = HashingEmbedder(dim=64)
+        self.dim, self.signature, self.texts = 64, self.inner.signature, 0
+
+    def embed(self, texts):
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+
+def test_a_step_embeds_its_key_once():
+    """An env queries with (state, action), then stores the transition under the same key."""
+    embedder = CountingEmbedder()
+    with ReplayBuffer(embedder=embedder) as buffer:
+        buffer.add_many([tr(i) for i in range(10)])
+        before = embedder.texts
+        buffer.retrieve(tr(42).state, tr(42).action, 2)
+        buffer.add(tr(42))
+        assert embedder.texts - before == 2  # one (state, action) pair, embedded by the query only
+        assert buffer.search(tr(42).state, tr(42).action, 1)[0].score == pytest.approx(1.0, abs=1e-5)
+
+
+def test_interleaved_writes_of_two_handles_index_every_row_once(tmp_path):
+    """Own writes go straight into the index; another handle's commits are read back, never twice."""
+    path = str(tmp_path / "b.sqlite")
+    with ReplayBuffer.open(path) as a, ReplayBuffer.open(path) as b:
+        for i in range(40):
+            (a if i % 3 else b).add(tr(i))
+            if i % 7 == 0:
+                a.retrieve(tr(i).state, tr(i).action, 1)
+        a.retrieve("x", "y", 1)
+        b.retrieve("x", "y", 1)
+        for buffer in (a, b):
+            ids, _ = buffer.index.search(np.ones(buffer.embedder.dim, dtype=np.float32), 100, "webshop")
+            assert sorted(ids.tolist()) == list(range(1, 41))
+
+
+def test_excluding_the_episode_keeps_score_order():
+    with ReplayBuffer() as buffer:
+        buffer.add_many([tr(i) for i in range(30)])
+        hits = buffer.search(tr(7).state, tr(7).action, 6, exclude_episode="ep1")
+        assert len(hits) == 6 and all(h.transition.episode_id != "ep1" for h in hits)
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)

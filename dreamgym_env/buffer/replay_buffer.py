@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -26,6 +26,11 @@ from dreamgym_env.errors import ConfigError, StoreError
 from dreamgym_env.types import Transition
 
 __all__ = ["AddResult", "ReplayBuffer", "ScoredTransition", "dedup_key"]
+
+_KEY_CACHE_SIZE = 4096
+"""Recent query keys remembered for the write that follows: an env retrieves for (state, action), then
+stores the transition under that same key, so each step embeds once. Enough for a vector env of
+thousands of sub-envs."""
 
 
 class ScoredTransition(NamedTuple):
@@ -84,6 +89,8 @@ class ReplayBuffer:
         self.config = BufferConfig.model_validate({**base.model_dump(), **overrides}) if overrides else base
         self.embedder = embedder if embedder is not None else build_embedder(self.config.embedder)
         self._lock = threading.RLock()
+        self._key_cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._seen_version: int | None = None  # the store's data_version when the index last caught up
         self.store = TransitionStore(self.config.path, self.config.busy_timeout_s, self.config.synchronous)
         self._closed = False
         try:
@@ -224,11 +231,19 @@ class ReplayBuffer:
         self._eviction_seq = events[-1][0]
 
     def _sync(self) -> None:
-        """Bring the index up to date with every commit, this process's and others'."""
+        """Bring the index up to date with every commit, this process's and others'.
+
+        Our own writes reach the index as they are made (:meth:`_write`), so only other connections'
+        commits need reading back, and ``data_version`` says in one pragma whether there were any.
+        """
         if self._closed:
             raise StoreError("the replay buffer is closed")
+        version = self.store.data_version()  # read first: a commit racing the catch-up is seen next time
+        if version == self._seen_version:
+            return
         self._catch_up()
         self._apply_evictions()
+        self._seen_version = version
 
     # -- writes -------------------------------------------------------------------------------------
 
@@ -271,17 +286,61 @@ class ReplayBuffer:
 
     def _write(self, batch: Sequence[Transition]) -> tuple[int, int, int]:
         keys = [dedup_key(t, self.config.dedup) for t in batch]
-        vectors = embed_pairs(
-            self.embedder,
-            [t.state for t in batch],
-            [t.action for t in batch],
-            self.config.embedder.action_weight,
-        )
-        ids, evicted = self.store.insert(batch, keys, vectors, self.config.max_synthetic)
+        vectors = self._embed_keys([t.state for t in batch], [t.action for t in batch], remember=False)
+        # One lock over the insert and the index update: no search of this process can catch up with
+        # these rows in between and add them a second time.
         with self._lock:
-            self._sync()
+            ids, evicted = self.store.insert(batch, keys, vectors, self.config.max_synthetic)
+            if self._seen_version is not None and self.store.data_version() == self._seen_version:
+                self._index_own_rows(batch, ids, vectors)  # nobody else committed: no need to read back
+                if evicted:
+                    self._apply_evictions()
+            else:
+                self._sync()
         stored = sum(i is not None for i in ids)
         return stored, len(batch) - stored, len(evicted)
+
+    def _index_own_rows(
+        self, batch: Sequence[Transition], ids: Sequence[int | None], vectors: np.ndarray
+    ) -> None:
+        grouped: dict[str, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+        for position, (t, row_id) in enumerate(zip(batch, ids, strict=True)):
+            if row_id is not None:
+                grouped[t.domain][0].append(row_id)
+                grouped[t.domain][1].append(position)
+        for domain, (row_ids, positions) in grouped.items():
+            self.index.add(domain, np.asarray(row_ids, dtype=np.int64), vectors[positions])
+            self._watermark = max(self._watermark, max(row_ids))
+
+    def _embed_keys(self, states: Sequence[str], actions: Sequence[str], *, remember: bool) -> np.ndarray:
+        """Retrieval keys of (state, action) pairs, reusing those of recent queries."""
+        weight = self.config.embedder.action_weight
+        if len(states) == 1:  # the env's hot path: a query, or the write of the step it was made for
+            pair = (states[0], actions[0])
+            with self._lock:
+                cached = self._key_cache.get(pair)
+            if cached is None:
+                cached = embed_pairs(self.embedder, states, actions, weight)[0]
+                if remember:
+                    with self._lock:
+                        self._key_cache[pair] = cached
+                        if len(self._key_cache) > _KEY_CACHE_SIZE:
+                            self._key_cache.popitem(last=False)
+            return cached.reshape(1, -1)
+        with self._lock:
+            hits = [self._key_cache.get(pair) for pair in zip(states, actions, strict=True)]
+        misses = [i for i, v in enumerate(hits) if v is None]
+        if len(misses) == len(hits):
+            return embed_pairs(self.embedder, states, actions, weight)
+        vectors = np.empty((len(hits), self.embedder.dim), dtype=np.float32)
+        if misses:
+            vectors[misses] = embed_pairs(
+                self.embedder, [states[i] for i in misses], [actions[i] for i in misses], weight
+            )
+        for i, v in enumerate(hits):
+            if v is not None:
+                vectors[i] = v
+        return vectors
 
     # -- reads --------------------------------------------------------------------------------------
 
@@ -306,18 +365,14 @@ class ReplayBuffer:
         k = self.config.k if k is None else k
         if k <= 0:
             return []
-        query = embed_pairs(self.embedder, [state], [action], self.config.embedder.action_weight)[0]
+        query = self._embed_keys([state], [action], remember=True)[0]
         with self._lock:
             self._sync()
             extra = self.store.count_episode(exclude_episode) if exclude_episode is not None else 0
             ids, scores = self.index.search(query, k + extra, domain)
-        hits = list(zip(ids.tolist(), scores.tolist(), strict=True))
-        if extra:  # drop the episode's own rows by id first, so only k rows are read and decoded
-            episodes = self.store.episodes_of([row_id for row_id, _ in hits])
-            hits = [(i, score) for i, score in hits if episodes.get(i, exclude_episode) != exclude_episode]
-        hits = hits[:k]
-        rows = self.store.get([row_id for row_id, _ in hits])
-        return [ScoredTransition(i, float(score), rows[i]) for i, score in hits if i in rows]
+        score_of = dict(zip(ids.tolist(), scores.tolist(), strict=True))
+        rows = self.store.get(list(score_of), exclude_episode=exclude_episode, limit=k)
+        return [ScoredTransition(i, float(score_of[i]), t) for i, t in rows.items()]
 
     def retrieve(
         self,

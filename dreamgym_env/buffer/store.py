@@ -320,27 +320,37 @@ class TransitionStore:
             ).fetchall()
         return [(int(s), int(i), str(d)) for s, i, d in rows]
 
-    def get(self, ids: Sequence[int]) -> dict[int, Transition]:
-        """Fetch transitions by id; ids no longer stored (evicted) are absent from the result."""
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        with self._lock:
-            rows = self._conn.execute(
-                f"SELECT id, {_FIELDS} FROM transitions WHERE id IN ({marks})", list(ids)
-            ).fetchall()
-        return {int(r[0]): _row_to_transition(r[1:]) for r in rows}
+    def get(
+        self, ids: Sequence[int], *, exclude_episode: str | None = None, limit: int | None = None
+    ) -> dict[int, Transition]:
+        """Fetch transitions by id, in the order of ``ids``, in one query.
 
-    def episodes_of(self, ids: Sequence[int]) -> dict[int, str]:
-        """Map ids to their episode ids (cheap: no text is read)."""
+        Ids no longer stored (evicted) are absent from the result, as are rows of ``exclude_episode``.
+        ``limit`` keeps the first so many found; only those are decoded into transitions.
+        """
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
+        where = f"id IN ({marks})"
+        params: list[Any] = list(ids)
+        if exclude_episode is not None:
+            where += " AND episode_id != ?"
+            params.append(exclude_episode)
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT id, episode_id FROM transitions WHERE id IN ({marks})", list(ids)
+                f"SELECT id, {_FIELDS} FROM transitions WHERE {where}", params
             ).fetchall()
-        return {int(i): str(e) for i, e in rows}
+        by_id = {int(r[0]): r for r in rows}
+        found = [i for i in ids if i in by_id][:limit]
+        return {i: _row_to_transition(by_id[i][1:]) for i in found}
+
+    def data_version(self) -> int:
+        """SQLite's ``data_version``: changes whenever another connection commits, never for our own commits.
+
+        One cheap pragma tells a reader whether anything but its own writes could have changed the file.
+        """
+        with self._lock:
+            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
 
     def iter_transitions(
         self, *, domain: str | None = None, source: str | None = None, batch_size: int = 10_000
