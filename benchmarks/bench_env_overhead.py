@@ -1,8 +1,9 @@
 """Env overhead per step: everything a step costs except waiting for the model.
 
 The model is the scripted fake (no latency), so each step's time is prompt building, retrieval from the
-replay buffer (top-4), parsing and validation, bookkeeping and the buffer write. Buffer sizes 0, 10k and
-100k transitions of ALFWorld-like text, side by side.
+replay buffer (top-4), parsing and validation, bookkeeping, the buffer write and the hop from the
+caller's thread to the env's event loop. Buffer sizes 0, 10k and 100k transitions of ALFWorld-like text,
+side by side, with the default buffer configuration (exact search up to 10k per domain, IVF past it).
 
     python benchmarks/bench_env_overhead.py [--sizes 0 10000 100000] [--steps 400]
 """
@@ -50,7 +51,8 @@ def measure(size: int, steps: int) -> dict[str, float]:
     buffer = ReplayBuffer.open(":memory:")
     if size:
         buffer.add_many(synthetic_transitions(size))
-    env = DreamGymEnv("alfworld", backend=ScriptedBackend(), retriever=buffer, top_k=4, max_steps=10_000)
+    # The domain's own step limit (ALFWorld: 50): episodes, and so histories, are as long as in training.
+    env = DreamGymEnv("alfworld", backend=ScriptedBackend(), retriever=buffer, top_k=4)
     obs, info = env.reset(seed=0)
     rng = np.random.default_rng(1)
     durations, retrieve = [], []

@@ -27,14 +27,33 @@ def test_exact_top_k_and_remove():
     np.testing.assert_array_equal(index.search(vectors[98], 1)[0], [99])
 
 
-def test_ivf_matches_exact_on_clustered_data():
+@pytest.mark.parametrize("codes", ["flat", "fp16", "sq8"])
+def test_ivf_matches_exact_on_clustered_data(codes):
     ids, vectors = _data(5000, seed=1)
-    ivf = IVFIndex(32, IndexConfig(nprobe=64), train_vectors=vectors)
+    ivf = IVFIndex(32, IndexConfig(nprobe=64, ivf_codes=codes), train_vectors=vectors)
     ivf.add(ids, vectors)
+    assert ivf.codes == codes
     hits = sum(ivf.search(vectors[i], 1)[0][0] == ids[i] for i in range(0, 5000, 50))
     assert hits == 100
+    exact = ExactIndex(32)
+    exact.add(ids, vectors)
+    tolerance = {"flat": 1e-5, "fp16": 2e-3, "sq8": 5e-2}[codes]
+    for i in range(0, 5000, 500):
+        found, scores = ivf.search(vectors[i], 5)
+        truth = dict(zip(*exact.search(vectors[i], 5000), strict=True))
+        np.testing.assert_allclose(scores, [truth[j] for j in found], atol=tolerance)
     ivf.remove(np.array([1]))
     assert 1 not in ivf.search(vectors[0], 5)[0]
+
+
+def test_ivf_snapshot_with_other_codes_is_not_loaded(tmp_path):
+    ids, vectors = _data(2000, seed=4)
+    ivf = IVFIndex(32, IndexConfig(ivf_codes="flat"), train_vectors=vectors)
+    ivf.add(ids, vectors)
+    ivf.save(str(tmp_path / "a.faiss"))
+    assert IVFIndex.load(str(tmp_path / "a.faiss"), 32, IndexConfig(ivf_codes="flat")).codes == "flat"
+    with pytest.raises(ValueError, match="codes"):
+        IVFIndex.load(str(tmp_path / "a.faiss"), 32, IndexConfig(ivf_codes="fp16"))
 
 
 def test_sharded_index_switches_to_approximate_past_threshold_and_filters_domain():

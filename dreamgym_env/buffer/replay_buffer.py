@@ -368,11 +368,12 @@ class ReplayBuffer:
         query = self._embed_keys([state], [action], remember=True)[0]
         with self._lock:
             self._sync()
-            extra = self.store.count_episode(exclude_episode) if exclude_episode is not None else 0
-            ids, scores = self.index.search(query, k + extra, domain)
-        score_of = dict(zip(ids.tolist(), scores.tolist(), strict=True))
-        rows = self.store.get(list(score_of), exclude_episode=exclude_episode, limit=k)
-        return [ScoredTransition(i, float(score_of[i]), t) for i, t in rows.items()]
+            # The episode's own rows are dropped by id, so only the k rows returned are read and decoded.
+            own = self.store.episode_row_ids(exclude_episode) if exclude_episode is not None else set()
+            ids, scores = self.index.search(query, k + len(own), domain)
+        hits = [(i, s) for i, s in zip(ids.tolist(), scores.tolist(), strict=True) if i not in own][:k]
+        rows = self.store.get([i for i, _ in hits])
+        return [ScoredTransition(i, float(score), rows[i]) for i, score in hits if i in rows]
 
     def retrieve(
         self,

@@ -272,11 +272,11 @@ class TransitionStore:
         with self._lock:
             return int(self._conn.execute(f"SELECT COUNT(*) FROM transitions{where}", params).fetchone()[0])
 
-    def count_episode(self, episode_id: str) -> int:
-        """Number of stored transitions of one episode (uses the episode index)."""
+    def episode_row_ids(self, episode_id: str) -> set[int]:
+        """Ids of one episode's stored transitions (read from the episode index alone, no row is touched)."""
         with self._lock:
-            row = self._conn.execute("SELECT COUNT(*) FROM transitions WHERE episode_id = ?", (episode_id,))
-            return int(row.fetchone()[0])
+            rows = self._conn.execute("SELECT id FROM transitions WHERE episode_id = ?", (episode_id,))
+            return {int(r[0]) for r in rows.fetchall()}
 
     def stats(self) -> list[tuple[str, str, int]]:
         """(domain, source, count) for every stored combination."""
@@ -320,29 +320,17 @@ class TransitionStore:
             ).fetchall()
         return [(int(s), int(i), str(d)) for s, i, d in rows]
 
-    def get(
-        self, ids: Sequence[int], *, exclude_episode: str | None = None, limit: int | None = None
-    ) -> dict[int, Transition]:
-        """Fetch transitions by id, in the order of ``ids``, in one query.
-
-        Ids no longer stored (evicted) are absent from the result, as are rows of ``exclude_episode``.
-        ``limit`` keeps the first so many found; only those are decoded into transitions.
-        """
+    def get(self, ids: Sequence[int]) -> dict[int, Transition]:
+        """Fetch transitions by id, in the order of ``ids``; ids no longer stored (evicted) are absent."""
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        where = f"id IN ({marks})"
-        params: list[Any] = list(ids)
-        if exclude_episode is not None:
-            where += " AND episode_id != ?"
-            params.append(exclude_episode)
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT id, {_FIELDS} FROM transitions WHERE {where}", params
+                f"SELECT id, {_FIELDS} FROM transitions WHERE id IN ({marks})", list(ids)
             ).fetchall()
         by_id = {int(r[0]): r for r in rows}
-        found = [i for i in ids if i in by_id][:limit]
-        return {i: _row_to_transition(by_id[i][1:]) for i in found}
+        return {i: _row_to_transition(by_id[i][1:]) for i in ids if i in by_id}
 
     def data_version(self) -> int:
         """SQLite's ``data_version``: changes whenever another connection commits, never for our own commits.
