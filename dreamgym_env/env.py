@@ -15,7 +15,7 @@ from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.errors import DreamGymError, InvalidActionError
 from dreamgym_env.experience.backends import Backend, make_backend
 from dreamgym_env.experience.model import ExperienceModel, Prediction
-from dreamgym_env.retrieval import Retriever
+from dreamgym_env.retrieval import RetrievalQuery, Retriever
 from dreamgym_env.spaces import FreeText
 from dreamgym_env.tasks import TaskSampler, as_task_sampler, resolve_task
 from dreamgym_env.types import Step, Task, Transition
@@ -245,11 +245,26 @@ class DreamGymEnv(gym.Env[str, str]):
             )
         return self.domain.validate_action(action, self._admissible)
 
-    def _retrieve(self, action: str) -> list[Transition]:
+    def retrieval_query(self, action: str) -> RetrievalQuery | None:
+        """The demonstrations request ``step(action)`` would make now, or ``None`` if it would make none.
+
+        A vector env collects these from all its sub-envs to answer them in one batched search.
+        """
+        if self._task is None or self._ended or not isinstance(action, str) or self._action_error(action):
+            return None
+        return self._query(action)
+
+    def _query(self, action: str) -> RetrievalQuery | None:
         if self.retriever is None or self.config.top_k == 0:
+            return None
+        return RetrievalQuery(self._state, action, self.config.top_k, self.domain.name, self._episode_id)
+
+    def _retrieve(self, action: str) -> list[Transition]:
+        query = self._query(action)
+        if query is None or self.retriever is None:
             return []
         return self.retriever.retrieve(
-            self._state, action, self.config.top_k, domain=self.domain.name, exclude_episode=self._episode_id
+            query.state, query.action, query.k, domain=query.domain, exclude_episode=query.exclude_episode
         )
 
     def _finish(

@@ -2,16 +2,29 @@
 
 The env only needs two operations: fetch the top-k stored transitions most similar to the current
 (state, action), and offer each new transition for storage. :class:`dreamgym_env.buffer.ReplayBuffer`
-implements it; so can any user object with the same two methods.
+implements it; so can any user object with the same two methods. A retriever that can also answer many
+queries and store many transitions at once (:class:`BatchRetriever`) lets the vector env serve all its
+sub-envs with one search and one write per step.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from dreamgym_env.types import Transition
 
-__all__ = ["Retriever"]
+__all__ = ["BatchRetriever", "RetrievalQuery", "Retriever"]
+
+
+class RetrievalQuery(NamedTuple):
+    """One env step's request for demonstrations, as :meth:`Retriever.retrieve` takes it."""
+
+    state: str
+    action: str
+    k: int
+    domain: str | None = None
+    exclude_episode: str | None = None
 
 
 @runtime_checkable
@@ -32,4 +45,17 @@ class Retriever(Protocol):
 
     def add(self, transition: Transition) -> None:
         """Offer a transition for storage (the implementation may filter or deduplicate)."""
+        ...
+
+
+@runtime_checkable
+class BatchRetriever(Retriever, Protocol):
+    """A :class:`Retriever` that also answers several queries and stores several transitions per call."""
+
+    def retrieve_many(self, queries: Sequence[RetrievalQuery]) -> list[list[Transition]]:
+        """The answer to each query, in order, as ``retrieve`` would give it."""
+        ...
+
+    def add_many(self, transitions: Iterable[Transition], *, apply_policy: bool = False) -> Any:
+        """Offer many transitions; ``apply_policy=True`` filters them as ``add`` would."""
         ...

@@ -8,7 +8,8 @@ envs costs about one model round trip while vLLM batches the N requests, in one 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,11 +22,57 @@ from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.env import DreamGymEnv
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.experience.backends import Backend, make_backend
-from dreamgym_env.retrieval import Retriever
+from dreamgym_env.retrieval import BatchRetriever, RetrievalQuery, Retriever
 from dreamgym_env.tasks import TaskSampler, as_task_sampler
-from dreamgym_env.types import Task
+from dreamgym_env.types import Task, Transition
 
 __all__ = ["DreamGymVectorEnv"]
+
+
+class _StepBatch:
+    """The sub-envs' retriever: one batched search and one write transaction per vector step.
+
+    Within a step it answers from the batch and keeps the sub-envs' writes for the end of the step;
+    outside one it passes calls straight through. Per transition, most of a retrieval's cost is fixed (an embedding call, SQLite round trips, a write
+    transaction), so serving N sub-envs with one of each divides it by about N.
+    """
+
+    def __init__(self, inner: BatchRetriever) -> None:
+        self.inner = inner
+        self._answers: dict[RetrievalQuery, list[Transition]] = {}
+        self._pending: list[Transition] | None = None
+
+    def retrieve(
+        self,
+        state: str,
+        action: str,
+        k: int,
+        *,
+        domain: str | None = None,
+        exclude_episode: str | None = None,
+    ) -> list[Transition]:
+        answer = self._answers.pop(RetrievalQuery(state, action, k, domain, exclude_episode), None)
+        if answer is not None:
+            return answer
+        return self.inner.retrieve(state, action, k, domain=domain, exclude_episode=exclude_episode)
+
+    def add(self, transition: Transition) -> None:
+        if self._pending is None:
+            self.inner.add(transition)
+        else:
+            self._pending.append(transition)
+
+    @contextlib.contextmanager
+    def step(self, queries: list[RetrievalQuery]) -> Iterator[None]:
+        """Answer ``queries`` now; store what the sub-envs add when the step ends (even if it fails)."""
+        self._answers = dict(zip(queries, self.inner.retrieve_many(queries), strict=True)) if queries else {}
+        self._pending = []
+        try:
+            yield
+        finally:
+            pending, self._pending, self._answers = self._pending, None, {}
+            if pending:
+                self.inner.add_many(pending, apply_policy=True)
 
 
 class DreamGymVectorEnv(VectorEnv):
@@ -81,11 +128,13 @@ class DreamGymVectorEnv(VectorEnv):
         self._owns_backend = backend is None
         self.backend = backend if backend is not None else make_backend(cfg.backend)
         sampler = as_task_sampler(tasks if tasks is not None else domain.seed_tasks())
+        self.retriever = retriever
+        self._batch = _StepBatch(retriever) if isinstance(retriever, BatchRetriever) else None
         self.envs = [
             DreamGymEnv(
                 domain,
                 tasks=sampler,
-                retriever=retriever,
+                retriever=self._batch or retriever,
                 backend=self.backend,
                 config=cfg,
                 render_mode=render_mode,
@@ -141,7 +190,12 @@ class DreamGymVectorEnv(VectorEnv):
             raise ConfigError(f"Got {len(actions)} actions for {self.num_envs} envs.")
         next_step = self.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
         stepping = [i for i in range(self.num_envs) if not (next_step and self._needs_reset[i])]
-        results = await asyncio.gather(*(self.envs[i].astep(actions[i]) for i in stepping))
+        batch: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        if self._batch is not None:
+            queries = [self.envs[i].retrieval_query(actions[i]) for i in stepping]
+            batch = self._batch.step([q for q in queries if q is not None])
+        with batch:
+            results = await asyncio.gather(*(self.envs[i].astep(actions[i]) for i in stepping))
 
         obs: list[str] = [""] * self.num_envs
         rewards = np.zeros(self.num_envs, dtype=np.float64)

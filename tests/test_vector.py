@@ -74,3 +74,83 @@ def test_spaces_and_validation():
     with pytest.raises(ConfigError, match="multiple"):
         DreamGymVectorEnv(ToyDomain(), num_envs=3, group_size=2, backend=ScriptedBackend())
     assert isinstance(envs.step(["stop"] * 3)[1], np.ndarray)
+
+
+class Recording(ScriptedBackend):
+    """The scripted model, keeping every request's prompt. Its latency lets every sub-env send its request
+    before any answer comes back, as with a real server, so no sub-env sees another's write of this step."""
+
+    def __init__(self):
+        super().__init__(latency_s=0.005)
+        self.prompts = []
+
+    async def acomplete(self, request):
+        self.prompts.append(request.messages[-1]["content"])
+        return await super().acomplete(request)
+
+
+class OneAtATime:
+    """A plain Retriever over a buffer: no batch methods, so sub-envs query and write one by one."""
+
+    def __init__(self, buffer):
+        self.buffer = buffer
+
+    def retrieve(self, *args, **kwargs):
+        return self.buffer.retrieve(*args, **kwargs)
+
+    def add(self, transition):
+        self.buffer.add(transition)
+
+
+def _seeded_buffer():
+    from dreamgym_env.buffer import ReplayBuffer
+    from dreamgym_env.types import Transition
+
+    buffer = ReplayBuffer()
+    buffer.add_many(
+        Transition(
+            domain="toy",
+            task_id="t",
+            task="walk",
+            episode_id=f"seed{i // 3}",
+            step=i % 3,
+            state=f"Room {i % 4}. Exits: 1 2 3",
+            action=f"go[{i % 3 + 1}]",
+            next_state=f"Room {(i + 1) % 4}.",
+            source="offline",
+        )
+        for i in range(30)
+    )
+    return buffer
+
+
+def test_batched_retrieval_gives_each_sub_env_what_it_would_get_alone():
+    """One search and one write per vector step, with the same demonstrations and stored rows as N of each."""
+    runs = []
+    for wrap in (lambda b: b, OneAtATime):
+        buffer, backend = _seeded_buffer(), Recording()
+        envs = DreamGymVectorEnv(ToyDomain(), num_envs=4, backend=backend, retriever=wrap(buffer), top_k=3)
+        _rollout(envs)
+        stored = sorted((t.episode_id, t.step, t.state, t.action) for t in buffer.iter_transitions())
+        runs.append((sorted(backend.prompts), stored))
+    (batched_prompts, batched_rows), (single_prompts, single_rows) = runs
+    assert batched_prompts == single_prompts and batched_rows == single_rows
+    assert any("Similar real transitions" in p for p in batched_prompts)
+    assert len(batched_rows) > len(_seeded_buffer())  # the steps were written
+
+
+def test_batched_step_calls_the_buffer_once_per_step():
+    buffer = _seeded_buffer()
+    calls = {"retrieve_many": 0, "add_many": 0, "retrieve": 0}
+    for name in calls:
+        method = getattr(buffer, name)
+
+        def counted(*args, _method=method, _name=name, **kwargs):
+            calls[_name] += 1
+            return _method(*args, **kwargs)
+
+        setattr(buffer, name, counted)
+    envs = DreamGymVectorEnv(ToyDomain(), num_envs=8, backend=ScriptedBackend(), retriever=buffer, top_k=2)
+    envs.reset(seed=0)
+    envs.step(["go[1]"] * 8)
+    assert calls == {"retrieve_many": 1, "add_many": 1, "retrieve": 0}

@@ -23,6 +23,7 @@ from dreamgym_env.buffer.embedders import Embedder, build_embedder, embed_pairs
 from dreamgym_env.buffer.index import ShardedIndex
 from dreamgym_env.buffer.store import TransitionStore
 from dreamgym_env.errors import ConfigError, StoreError
+from dreamgym_env.retrieval import RetrievalQuery
 from dreamgym_env.types import Transition
 
 __all__ = ["AddResult", "ReplayBuffer", "ScoredTransition", "dedup_key"]
@@ -330,8 +331,6 @@ class ReplayBuffer:
         with self._lock:
             hits = [self._key_cache.get(pair) for pair in zip(states, actions, strict=True)]
         misses = [i for i, v in enumerate(hits) if v is None]
-        if len(misses) == len(hits):
-            return embed_pairs(self.embedder, states, actions, weight)
         vectors = np.empty((len(hits), self.embedder.dim), dtype=np.float32)
         if misses:
             vectors[misses] = embed_pairs(
@@ -340,6 +339,12 @@ class ReplayBuffer:
         for i, v in enumerate(hits):
             if v is not None:
                 vectors[i] = v
+        if remember and misses:
+            with self._lock:
+                for i in misses:
+                    self._key_cache[(states[i], actions[i])] = vectors[i]
+                while len(self._key_cache) > _KEY_CACHE_SIZE:
+                    self._key_cache.popitem(last=False)
         return vectors
 
     # -- reads --------------------------------------------------------------------------------------
@@ -365,15 +370,39 @@ class ReplayBuffer:
         k = self.config.k if k is None else k
         if k <= 0:
             return []
-        query = self._embed_keys([state], [action], remember=True)[0]
+        return self.search_many([RetrievalQuery(state, action, k, domain, exclude_episode)])[0]
+
+    def search_many(self, queries: Sequence[RetrievalQuery]) -> list[list[ScoredTransition]]:
+        """:meth:`search` for many queries at once: one embedding call, one catch-up, one read of the rows.
+
+        This is how a vector env serves all its sub-envs in one go; each answer is what :meth:`search`
+        would return for that query alone.
+        """
+        if not queries:
+            return []
+        keys = self._embed_keys([q.state for q in queries], [q.action for q in queries], remember=True)
+        excluded = (q.exclude_episode for q in queries if q.exclude_episode is not None)
+        found: list[list[tuple[int, float]]] = []
         with self._lock:
             self._sync()
-            # The episode's own rows are dropped by id, so only the k rows returned are read and decoded.
-            own = self.store.episode_row_ids(exclude_episode) if exclude_episode is not None else set()
-            ids, scores = self.index.search(query, k + len(own), domain)
-        hits = [(i, s) for i, s in zip(ids.tolist(), scores.tolist(), strict=True) if i not in own][:k]
-        rows = self.store.get([i for i, _ in hits])
-        return [ScoredTransition(i, float(score), rows[i]) for i, score in hits if i in rows]
+            # The episodes' own rows are dropped by id, so only the rows returned are read and decoded.
+            own_rows = self.store.episode_row_ids(excluded)
+            for query, key in zip(queries, keys, strict=True):
+                if query.k <= 0:
+                    found.append([])
+                    continue
+                own = (
+                    own_rows.get(query.exclude_episode, set()) if query.exclude_episode is not None else set()
+                )
+                ids, scores = self.index.search(key, query.k + len(own), query.domain)
+                hits = [(i, s) for i, s in zip(ids.tolist(), scores.tolist(), strict=True) if i not in own]
+                found.append(hits[: query.k])
+        rows = self.store.get(list(dict.fromkeys(i for hits in found for i, _ in hits)))
+        return [[ScoredTransition(i, float(s), rows[i]) for i, s in hits if i in rows] for hits in found]
+
+    def retrieve_many(self, queries: Sequence[RetrievalQuery]) -> list[list[Transition]]:
+        """:meth:`retrieve` for many queries at once (the :class:`~dreamgym_env.retrieval.BatchRetriever` protocol)."""
+        return [[s.transition for s in hits] for hits in self.search_many(queries)]
 
     def retrieve(
         self,

@@ -272,11 +272,20 @@ class TransitionStore:
         with self._lock:
             return int(self._conn.execute(f"SELECT COUNT(*) FROM transitions{where}", params).fetchone()[0])
 
-    def episode_row_ids(self, episode_id: str) -> set[int]:
-        """Ids of one episode's stored transitions (read from the episode index alone, no row is touched)."""
+    def episode_row_ids(self, episode_ids: Iterable[str]) -> dict[str, set[int]]:
+        """Ids of the stored transitions of each episode (read from the episode index, no row is touched)."""
+        wanted = list(dict.fromkeys(episode_ids))
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
         with self._lock:
-            rows = self._conn.execute("SELECT id FROM transitions WHERE episode_id = ?", (episode_id,))
-            return {int(r[0]) for r in rows.fetchall()}
+            rows = self._conn.execute(
+                f"SELECT episode_id, id FROM transitions WHERE episode_id IN ({marks})", wanted
+            ).fetchall()
+        found: dict[str, set[int]] = {e: set() for e in wanted}
+        for episode_id, row_id in rows:
+            found[episode_id].add(int(row_id))
+        return found
 
     def stats(self) -> list[tuple[str, str, int]]:
         """(domain, source, count) for every stored combination."""
