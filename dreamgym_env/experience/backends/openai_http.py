@@ -14,8 +14,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import openai
+from openai._constants import DEFAULT_CONNECTION_LIMITS, DEFAULT_TIMEOUT
 
 from dreamgym_env.config import BackendConfig
 from dreamgym_env.errors import BackendError, ConfigError, PromptTooLongError, ServerUnreachableError
@@ -24,6 +24,19 @@ from dreamgym_env.experience.backends.base import Backend, Completion, Completio
 __all__ = ["OpenAIBackend"]
 
 _CONTEXT_MARKERS = ("maximum context length", "context length", "too long", "max_model_len")
+
+
+def _http_client(max_concurrency: int, timeout: Any) -> Any:
+    """The default HTTP client of `openai`, keeping a connection alive for every request in flight.
+
+    The default keeps 100: a vector env of more sub-envs closes the surplus after every step and opens
+    it again on the next, and against vLLM's server some requests on such fresh connections got no
+    answer until the read timeout (a 60 s stall of the whole lock-step step).
+    """
+    limits = type(DEFAULT_CONNECTION_LIMITS)(
+        max_connections=max_concurrency, max_keepalive_connections=max_concurrency
+    )
+    return openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeout)
 
 
 @dataclass
@@ -71,13 +84,15 @@ class OpenAIBackend(Backend):
         state = self._states.get(loop)
         if state is None:
             cfg = self.config
-            timeout = httpx.Timeout(cfg.timeout, connect=cfg.connect_timeout)
+            # openai's own HTTP types (httpx or its successor, whichever this openai version uses).
+            timeout = type(DEFAULT_TIMEOUT)(cfg.timeout, connect=cfg.connect_timeout)
             clients = [
                 openai.AsyncOpenAI(
                     base_url=url,
                     api_key=cfg.api_key.get_secret_value(),
                     timeout=timeout,
                     max_retries=cfg.max_retries,
+                    http_client=_http_client(cfg.max_concurrency, timeout),
                 )
                 for url in cfg.base_url
             ]
