@@ -15,7 +15,7 @@ from dreamgym_env.experience.backends.recording import RecordingBackend, record,
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
 from dreamgym_env.experience.schema import ExperienceOutput
 from dreamgym_env.registration import BUILTIN_IDS, register_envs
-from dreamgym_env.retrieval import Retriever
+from dreamgym_env.retrieval import BatchRetriever, RetrievalQuery, Retriever
 from dreamgym_env.spaces import FreeText
 from dreamgym_env.tasks import TaskList, TaskSampler
 from dreamgym_env.types import Step, Task, Transition
@@ -27,6 +27,7 @@ __all__ = [
     "BUILTIN_IDS",
     "Backend",
     "BackendConfig",
+    "BatchRetriever",
     "Completion",
     "CompletionRequest",
     "Domain",
@@ -39,6 +40,7 @@ __all__ = [
     "FreeText",
     "InitialState",
     "RecordingBackend",
+    "RetrievalQuery",
     "Retriever",
     "ScriptedBackend",
     "Step",
