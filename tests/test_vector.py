@@ -81,7 +81,7 @@ class Recording(ScriptedBackend):
     before any answer comes back, as with a real server, so no sub-env sees another's write of this step."""
 
     def __init__(self):
-        super().__init__(latency_s=0.005)
+        super().__init__(latency_s=0.1)
         self.prompts = []
 
     async def acomplete(self, request):
