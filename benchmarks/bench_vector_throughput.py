@@ -92,11 +92,22 @@ def run_env(envs, steps: int) -> tuple[float, int, int]:
     return time.perf_counter() - start, n * steps, tokens
 
 
-def make_native(server, n: int, backend: Backend | None = None):
+def make_envs(server, n: int, mode: str = "native", backend: Backend | None = None):
+    """``n`` sub-envs vectorised ``native`` (DreamGymVectorEnv), ``sync`` or ``async`` (Gymnasium's)."""
     kwargs = dict(base_url=server["base_url"], model=server["model"], **CAPS)
     if backend is not None:
         kwargs["backend"] = backend
+    if mode != "native":
+        kwargs["vectorization_mode"] = mode
     return gym.make_vec(ENV_ID, num_envs=n, **kwargs)
+
+
+def measure(envs, steps: int) -> tuple[float, int, int]:
+    """:func:`run_env`, then close the envs: open connection pools must not pile up between runs."""
+    try:
+        return run_env(envs, steps)
+    finally:
+        envs.close()
 
 
 def backend_for(server) -> OpenAIBackend:
@@ -170,7 +181,7 @@ def hit_rate(server, backend: Backend, episodes: int = 4, steps: int = 6) -> flo
 def native_memory_per_env(server, n: int, steps: int) -> float:
     gc.collect()
     tracemalloc.start()
-    envs = make_native(server, n)
+    envs = make_envs(server, n)
     run_env(envs, steps)
     current, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -179,14 +190,7 @@ def native_memory_per_env(server, n: int, steps: int) -> float:
 
 
 def async_memory_per_env(server, n: int) -> float:
-    envs = gym.make_vec(
-        ENV_ID,
-        num_envs=n,
-        vectorization_mode="async",
-        base_url=server["base_url"],
-        model=server["model"],
-        **CAPS,
-    )
+    envs = make_envs(server, n, "async")
     envs.reset(seed=0)
     children = psutil.Process().children(recursive=True)
     rss = sum(c.memory_info().rss for c in children if "vllm" not in " ".join(c.cmdline()))
@@ -225,7 +229,7 @@ def main() -> None:
             s = stack.enter_context(serve_smoke_model(extra_args=extra))
             server = {"base_url": s.base_url, "model": s.model}
             print(f"smoke model served in {s.startup_seconds:.1f}s at {s.base_url}\n")
-        run_env(make_native(server, 4), 2)  # warm-up
+        measure(make_envs(server, 4), 2)  # warm-up
 
         print(
             "Throughput in generated tokens/s (tr/s in brackets). The smoke model's answers vary in length with\n"
@@ -243,9 +247,9 @@ def main() -> None:
         for n in args.sizes:
             # One untimed pass first: every later run then finds the same prompts in vLLM's prefix cache,
             # so no contender is charged (or spared) the prefill the first run pays.
-            run_env(make_native(server, n), args.steps)
+            measure(make_envs(server, n), args.steps)
             capture = Capturing(backend_for(server))
-            t_native, count, tok_native = run_env(make_native(server, n, capture), args.steps)
+            t_native, count, tok_native = measure(make_envs(server, n, backend=capture), args.steps)
             native_cell, native = cell(t_native, count, tok_native)
             # The same requests (parse retries included) for the same transitions, with no env around them.
             # The limit is the better of two arrival patterns: continuous, and waves of N like the env's.
@@ -254,27 +258,10 @@ def main() -> None:
                 for b in (False, True)
             )
             direct_cell, direct = max(continuous, waves, key=lambda c: c[1])
-            sync_envs = gym.make_vec(
-                ENV_ID,
-                num_envs=n,
-                vectorization_mode="sync",
-                base_url=server["base_url"],
-                model=server["model"],
-                **CAPS,
-            )
-            sync_cell, sync = cell(*run_env(sync_envs, args.steps))
+            sync_cell, sync = cell(*measure(make_envs(server, n, "sync"), args.steps))
             async_cell, ratio_async = "n/a", "n/a"
             if n <= args.async_max:
-                async_envs = gym.make_vec(
-                    ENV_ID,
-                    num_envs=n,
-                    vectorization_mode="async",
-                    base_url=server["base_url"],
-                    model=server["model"],
-                    **CAPS,
-                )
-                async_cell, async_rate = cell(*run_env(async_envs, args.steps))
-                async_envs.close()
+                async_cell, async_rate = cell(*measure(make_envs(server, n, "async"), args.steps))
                 ratio_async = f"{native / async_rate:.2f}"
             print(
                 f"| {n} | {native_cell} | {direct_cell} | {waves[0]} | {native / direct:.2f} | {sync_cell} "

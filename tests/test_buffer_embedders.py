@@ -66,41 +66,25 @@ def test_import_dreamgym_env_buffer_stays_light():
 
 
 def test_openai_embedder_against_a_local_endpoint():
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-
     from dreamgym_env.buffer import OpenAIEmbedder
+    from tests._http import serve_json
 
     seen = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append(body)
-            data = [
-                {"object": "embedding", "index": i, "embedding": [float(len(t)), 1.0, 0.0]}
-                for i, t in enumerate(body["input"])
-            ]
-            payload = json.dumps(
-                {
-                    "object": "list",
-                    "data": data[::-1],
-                    "model": body["model"],
-                    "usage": {"prompt_tokens": 1, "total_tokens": 1},
-                }
-            ).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+    def respond(body, port):
+        seen.append(body)
+        data = [
+            {"object": "embedding", "index": i, "embedding": [float(len(t)), 1.0, 0.0]}
+            for i, t in enumerate(body["input"])
+        ]
+        return {
+            "object": "list",
+            "data": data[::-1],
+            "model": body["model"],
+            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+        }
 
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = serve_json(respond)
     try:
         e = OpenAIEmbedder("emb", f"http://127.0.0.1:{server.server_port}/v1", batch_size=2)
         vectors = e.embed(["abc", "", "abcdef"])

@@ -3,11 +3,11 @@
 import asyncio
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from dreamgym_env.config import BackendConfig
 from dreamgym_env.experience.backends.base import CompletionRequest
 from dreamgym_env.experience.backends.openai_http import OpenAIBackend
+from tests._http import serve_json
 
 ANSWER = {"reasoning": "r", "next_state": "s", "admissible_actions": [], "done": False, "success": False}
 
@@ -20,45 +20,25 @@ def _serve(wave: int):
     ports = []
     barrier = threading.Barrier(wave, timeout=30)
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, as vLLM's server does
-
-        def do_POST(self):  # noqa: N802
-            self.rfile.read(int(self.headers["Content-Length"]))
-            ports.append(self.client_address[1])
-            barrier.wait()
-            payload = json.dumps(
+    def respond(body, port):
+        ports.append(port)
+        barrier.wait()
+        return {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [
                 {
-                    "id": "x",
-                    "object": "chat.completion",
-                    "created": 0,
-                    "model": "m",
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": json.dumps(ANSWER)},
-                            "finish_reason": "stop",
-                        }
-                    ],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    "index": 0,
+                    "message": {"role": "assistant", "content": json.dumps(ANSWER)},
+                    "finish_reason": "stop",
                 }
-            ).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
 
-        def log_message(self, *args):
-            pass
-
-    class Server(ThreadingHTTPServer):
-        daemon_threads = True
-        request_queue_size = 512
-
-    server = Server(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, ports
+    return serve_json(respond), ports
 
 
 def test_waves_wider_than_openais_default_pool_reuse_their_connections():

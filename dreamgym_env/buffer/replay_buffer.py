@@ -315,34 +315,25 @@ class ReplayBuffer:
 
     def _embed_keys(self, states: Sequence[str], actions: Sequence[str], *, remember: bool) -> np.ndarray:
         """Retrieval keys of (state, action) pairs, reusing those of recent queries."""
-        weight = self.config.embedder.action_weight
-        if len(states) == 1:  # the env's hot path: a query, or the write of the step it was made for
-            pair = (states[0], actions[0])
-            with self._lock:
-                cached = self._key_cache.get(pair)
-            if cached is None:
-                cached = embed_pairs(self.embedder, states, actions, weight)[0]
-                if remember:
-                    with self._lock:
-                        self._key_cache[pair] = cached
-                        if len(self._key_cache) > _KEY_CACHE_SIZE:
-                            self._key_cache.popitem(last=False)
-            return cached.reshape(1, -1)
+        pairs = list(zip(states, actions, strict=True))
         with self._lock:
-            hits = [self._key_cache.get(pair) for pair in zip(states, actions, strict=True)]
+            hits = [self._key_cache.get(pair) for pair in pairs]
         misses = [i for i, v in enumerate(hits) if v is None]
-        vectors = np.empty((len(hits), self.embedder.dim), dtype=np.float32)
+        vectors = np.empty((len(pairs), self.embedder.dim), dtype=np.float32)
         if misses:
             vectors[misses] = embed_pairs(
-                self.embedder, [states[i] for i in misses], [actions[i] for i in misses], weight
+                self.embedder,
+                [states[i] for i in misses],
+                [actions[i] for i in misses],
+                self.config.embedder.action_weight,
             )
         for i, v in enumerate(hits):
             if v is not None:
                 vectors[i] = v
         if remember and misses:
             with self._lock:
-                for i in misses:
-                    self._key_cache[(states[i], actions[i])] = vectors[i]
+                for i in misses:  # copies: a view would keep its whole batch alive
+                    self._key_cache[pairs[i]] = vectors[i].copy()
                 while len(self._key_cache) > _KEY_CACHE_SIZE:
                     self._key_cache.popitem(last=False)
         return vectors

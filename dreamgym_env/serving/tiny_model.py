@@ -28,6 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled
+from dreamgym_env.serving.hf_model import (
+    causal_lm,
+    check_head_size,
+    render_chat,
+    save_for_vllm,
+    train_bpe_tokenizer,
+)
 
 __all__ = [
     "BUILDER_VERSION",
@@ -48,13 +55,6 @@ MARKER_FILE = "dreamgym_smoke_model.json"
 _REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 
 _ARCHITECTURES = ("llama", "qwen2")
-
-# ChatML, the format of the Qwen family the experience model is usually served with in production.
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<pad>")
 
 
 @dataclass(frozen=True)
@@ -94,13 +94,7 @@ class SmokeModelSpec:
             raise ConfigError(f"arch={self.arch!r} is not supported; use one of {list(_ARCHITECTURES)}.")
         if self.train_seconds < 0:
             raise ConfigError(f"train_seconds must be >= 0, got {self.train_seconds}.")
-        head_dim, rest = divmod(self.hidden_size, self.num_attention_heads)
-        if rest or head_dim % 16 or head_dim < 32:
-            raise ConfigError(
-                f"hidden_size {self.hidden_size} / num_attention_heads {self.num_attention_heads} must be "
-                "a whole head size of at least 32 and a multiple of 16 (vLLM's CPU attention "
-                "supports 32, 64, 80, 96, 112, 128, ...)."
-            )
+        check_head_size(self.hidden_size, self.num_attention_heads)
 
     def digest(self) -> str:
         """Stable short hash of the builder version and these parameters."""
@@ -358,64 +352,37 @@ def _build(out: Path, spec: SmokeModelSpec) -> dict[str, Any]:
     rng = random.Random(spec.seed)
     torch.manual_seed(spec.seed)
     examples = [_example(rng) for _ in range(3000)]
-    texts = [_render_chat(msgs) for msgs, _ in examples] + [answer for _, answer in examples]
+    texts = [render_chat(msgs) for msgs, _ in examples] + [answer for _, answer in examples]
 
-    bpe = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token=None))
-    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = tokenizers.decoders.ByteLevel()
-    bpe.post_processor = tokenizers.processors.ByteLevel(trim_offsets=False)
-    trainer = tokenizers.trainers.BpeTrainer(
+    tok = train_bpe_tokenizer(
+        transformers,
+        tokenizers,
+        texts,
         vocab_size=spec.vocab_size,
-        special_tokens=list(SPECIAL_TOKENS),
-        show_progress=False,
-        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
-    )
-    bpe.train_from_iterator(texts, trainer=trainer)
-    tok = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=bpe,
-        bos_token="<|endoftext|>",
-        eos_token="<|im_end|>",
-        pad_token="<pad>",
         model_max_length=spec.max_position_embeddings,
     )
-    tok.chat_template = CHAT_TEMPLATE
-
-    config_cls = transformers.Qwen2Config if spec.arch == "qwen2" else transformers.LlamaConfig
-    model_cls = transformers.Qwen2ForCausalLM if spec.arch == "qwen2" else transformers.LlamaForCausalLM
-    config = config_cls(
-        vocab_size=len(tok),
+    model = causal_lm(
+        transformers,
+        tok,
+        arch=spec.arch,
         hidden_size=spec.hidden_size,
         intermediate_size=2 * spec.hidden_size,
         num_hidden_layers=spec.num_hidden_layers,
         num_attention_heads=spec.num_attention_heads,
         num_key_value_heads=spec.num_key_value_heads,
         max_position_embeddings=spec.max_position_embeddings,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-        tie_word_embeddings=True,
     )
-    model = model_cls(config)
 
     sequences = [_encode(tok, msgs, answer, spec.max_train_tokens) for msgs, answer in examples]
     steps, loss = _train(torch, model, sequences, tok.pad_token_id, spec.train_seconds, rng)
 
-    model.save_pretrained(out, safe_serialization=True)
-    tok.save_pretrained(out)
-    # A saved generation_config.json would become the server's default sampling parameters (vLLM's
-    # --generation-config auto); requests must keep vLLM's own defaults.
-    (out / "generation_config.json").unlink(missing_ok=True)
+    save_for_vllm(model, tok, out)
     return {
         "parameters": sum(p.numel() for p in model.parameters()),
         "train_steps": steps,
         "final_loss": loss,
         "build_seconds": round(time.monotonic() - started, 1),
     }
-
-
-def _render_chat(messages: list[dict[str, str]]) -> str:
-    """The chat template's rendering, without needing a tokenizer object (the BPE is trained on it)."""
-    return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
 
 
 def _encode(tok: Any, messages: list[dict[str, str]], answer: str, limit: int) -> tuple[list[int], int]:

@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from dreamgym_env.errors import ConfigError, DataFormatError, DependencyNotInstalled
-from dreamgym_env.serving.tiny_model import CHAT_TEMPLATE, SPECIAL_TOKENS
+from dreamgym_env.serving.hf_model import (
+    causal_lm,
+    check_head_size,
+    render_chat,
+    save_for_vllm,
+    train_bpe_tokenizer,
+)
 from dreamgym_env.training.sft_data import load_manifest
 
 __all__ = ["TRAINING_MANIFEST", "ScratchModelSpec", "TrainConfig", "TrainResult", "train_experience_model"]
@@ -52,12 +58,7 @@ class ScratchModelSpec:
     max_position_embeddings: int = 2048
 
     def __post_init__(self) -> None:
-        head_dim, rest = divmod(self.hidden_size, self.num_attention_heads)
-        if rest or head_dim % 16 or head_dim < 32:
-            raise ConfigError(
-                f"hidden_size {self.hidden_size} / num_attention_heads {self.num_attention_heads} must be "
-                "a whole head size, at least 32 and a multiple of 16 (vLLM's CPU attention)."
-            )
+        check_head_size(self.hidden_size, self.num_attention_heads)
 
 
 @dataclass(frozen=True)
@@ -166,56 +167,34 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _render(messages: list[dict[str, str]]) -> str:
-    return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
-
-
 def build_scratch_tokenizer(rows: list[dict[str, Any]], spec: ScratchModelSpec) -> Any:
     """A byte-level BPE trained on the examples, with each distinct system prompt as one added token."""
     _, transformers, _, _ = _import_stack()
     import tokenizers
 
-    systems = sorted({m["content"] for r in rows for m in r["prompt"] if m["role"] == "system"})
-    texts = [_render(r["prompt"] + r["completion"]) for r in rows]
-    bpe = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token=None))
-    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = tokenizers.decoders.ByteLevel()
-    trainer = tokenizers.trainers.BpeTrainer(
+    return train_bpe_tokenizer(
+        transformers,
+        tokenizers,
+        [render_chat(r["prompt"] + r["completion"]) for r in rows],
         vocab_size=spec.vocab_size,
-        special_tokens=list(SPECIAL_TOKENS),
-        show_progress=False,
-        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
-    )
-    bpe.train_from_iterator(texts, trainer=trainer)
-    bpe.add_tokens([tokenizers.AddedToken(s, normalized=False, special=False) for s in systems])
-    tok = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=bpe,
-        bos_token="<|endoftext|>",
-        eos_token="<|im_end|>",
-        pad_token="<pad>",
         model_max_length=spec.max_position_embeddings,
+        added_tokens=sorted({m["content"] for r in rows for m in r["prompt"] if m["role"] == "system"}),
     )
-    tok.chat_template = CHAT_TEMPLATE
-    return tok
 
 
 def _scratch_model(tok: Any, spec: ScratchModelSpec, seed: int) -> Any:
     torch, transformers, _, _ = _import_stack()
     torch.manual_seed(seed)
-    config = transformers.LlamaConfig(
-        vocab_size=len(tok),
+    return causal_lm(
+        transformers,
+        tok,
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,
         num_hidden_layers=spec.num_hidden_layers,
         num_attention_heads=spec.num_attention_heads,
         num_key_value_heads=spec.num_key_value_heads,
         max_position_embeddings=spec.max_position_embeddings,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-        tie_word_embeddings=True,
     )
-    return transformers.LlamaForCausalLM(config)
 
 
 def _fits(tok: Any, rows: list[dict[str, Any]], max_length: int) -> list[dict[str, Any]]:
@@ -238,17 +217,8 @@ def save_untrained(config: TrainConfig) -> str:
         raise DataFormatError("no training examples", path=str(Path(config.data_dir) / "train.jsonl"))
     tok = build_scratch_tokenizer(rows, config.scratch)
     model = _scratch_model(tok, config.scratch, config.seed)
-    _save(model, tok, Path(config.output_dir))
+    save_for_vllm(model, tok, Path(config.output_dir))
     return config.output_dir
-
-
-def _save(model: Any, tok: Any, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out, safe_serialization=True)
-    tok.save_pretrained(out)
-    # A saved generation_config.json would become vLLM's default sampling parameters: drop it so
-    # requests keep their own settings.
-    (out / "generation_config.json").unlink(missing_ok=True)
 
 
 def train_experience_model(config: TrainConfig) -> TrainResult:
@@ -338,7 +308,7 @@ def train_experience_model(config: TrainConfig) -> TrainResult:
     final = trainer.model
     if config.lora and config.merge_lora:
         final = final.merge_and_unload()
-    _save(final, tok, out)
+    save_for_vllm(final, tok, out)
     served_as_adapter = config.lora and not config.merge_lora
     hint = (
         f"vllm serve {config.base_model} --enable-lora --lora-modules experience={out}"
