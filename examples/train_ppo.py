@@ -13,7 +13,10 @@ asks the experience model for every transition after that.
     python examples/train_ppo.py --env-id DreamGym/TextWorld-v0 --base-url http://127.0.0.1:8000/v1 --model M
 
 The env is ``TextEmbedding(DiscreteActions(gymnasium.make(env_id, ...)))``: admissible commands as
-``Discrete(K)`` with action masks, the observation and the task as hashed text vectors. A progress bar
+``Discrete(K)`` with action masks, the observation and the task as hashed text vectors. A simulated id
+trains on ``SB3VecEnv``, which applies the same two adapters to the native concurrent vector env, so
+each training step sends all ``--num-envs`` model requests at once (``DummyVecEnv`` would send them one
+by one); a real id trains on a ``DummyVecEnv`` of wrapped envs. A progress bar
 follows training; the success rate of training episodes is plotted to ``<out-dir>/success_rate.png``,
 and the trained policy is evaluated against a uniform random admissible policy on the held-out games.
 """
@@ -33,6 +36,8 @@ import numpy as np
 import dreamgym_env  # noqa: F401 - registers the ids
 from dreamgym_env.real.textworld import make_games, tasks_from_games
 from dreamgym_env.wrappers import DiscreteActions, TextEmbedding
+
+FIELDS = ("observation", "task")  # what the policy reads, embedded; the same for training and evaluation
 
 
 @dataclass
@@ -93,7 +98,25 @@ def env_kwargs(args: Args, games: list[str]) -> dict[str, Any]:
 
 def make_env(args: Args, kwargs: dict[str, Any]) -> gym.Env:
     env = gym.make(args.env_id, **kwargs)
-    return TextEmbedding(DiscreteActions(env, args.max_actions), fields=("observation", "task"))
+    return TextEmbedding(DiscreteActions(env, args.max_actions), fields=FIELDS)
+
+
+def make_train_envs(args: Args, kwargs: dict[str, Any]) -> Any:
+    """The training VecEnv: concurrent ``SB3VecEnv`` for simulated ids, ``DummyVecEnv`` for real ones.
+
+    Both present the same observations and masks as :func:`make_env`; ``VecMonitor`` records the
+    episode statistics SB3 logs.
+    """
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecMonitor
+
+    if args.env_id.endswith("-Real-v0"):
+        return make_vec_env(lambda: make_env(args, kwargs), n_envs=args.num_envs, seed=args.seed)
+    from dreamgym_env.wrappers import SB3VecEnv
+
+    envs = SB3VecEnv.make(args.env_id, args.num_envs, max_actions=args.max_actions, fields=FIELDS, **kwargs)
+    envs.seed(args.seed)
+    return VecMonitor(envs)
 
 
 def evaluate(model: Any, env: gym.Env, episodes: int, seed: int) -> float:
@@ -120,7 +143,6 @@ def main(args: Args) -> dict[str, Any]:
     from sb3_contrib import MaskablePPO
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_vec_env
     from tqdm.auto import tqdm
 
     class SuccessTracker(BaseCallback):
@@ -151,7 +173,7 @@ def main(args: Args) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     train_games, held_out = generate_games(args)
     train_kwargs, eval_kwargs = env_kwargs(args, train_games), env_kwargs(args, held_out)
-    vec_env = make_vec_env(lambda: make_env(args, train_kwargs), n_envs=args.num_envs, seed=args.seed)
+    vec_env = make_train_envs(args, train_kwargs)
     algo = MaskablePPO if args.algo == "maskable_ppo" else PPO
     batch_size = min(256, args.n_steps * args.num_envs)
     model = algo(

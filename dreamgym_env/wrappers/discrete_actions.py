@@ -17,7 +17,14 @@ from gymnasium import spaces
 
 from dreamgym_env.errors import ConfigError, DreamGymError
 
-__all__ = ["DiscreteActions", "InvalidIndexPolicy"]
+__all__ = [
+    "DiscreteActions",
+    "InvalidIndexPolicy",
+    "action_mask",
+    "check_discrete_config",
+    "index_to_action",
+    "observe_actions",
+]
 
 InvalidIndexPolicy = Literal["fail", "wrap"]
 """What an index with no admissible action behind it does: ``"fail"`` plays the env's own
@@ -69,19 +76,7 @@ class DiscreteActions(gym.Wrapper[Any, Any, Any, Any]):
     def __init__(
         self, env: gym.Env[Any, str], max_actions: int = 32, on_invalid: InvalidIndexPolicy = "fail"
     ) -> None:
-        if not isinstance(max_actions, int) or max_actions < 1:
-            raise ConfigError(
-                f"max_actions must be a positive int, got {max_actions!r}; 16-32 suits text games."
-            )
-        if on_invalid not in ("fail", "wrap"):
-            raise ConfigError(f"on_invalid must be 'fail' or 'wrap', got {on_invalid!r}.")
-        domain = getattr(env.unwrapped, "domain", None)
-        if domain is not None and getattr(domain, "open_actions", False):
-            raise ConfigError(
-                f"DiscreteActions needs admissible action lists, but domain {domain.name!r} has an open "
-                "action space (admissible_actions is empty). Keep its text actions and use an LLM policy "
-                "(dreamgym_env.training.collect_groups) or a policy of your own over the action grammar."
-            )
+        check_discrete_config(max_actions, on_invalid, getattr(env.unwrapped, "domain", None))
         super().__init__(env)
         self.max_actions = max_actions
         self.on_invalid: InvalidIndexPolicy = on_invalid
@@ -98,9 +93,7 @@ class DiscreteActions(gym.Wrapper[Any, Any, Any, Any]):
 
         Never all False: a state without admissible actions leaves index 0 (the failure path) open.
         """
-        mask = np.zeros(self.max_actions, dtype=bool)
-        mask[: max(len(self._actions), 1)] = True
-        return mask
+        return action_mask(len(self._actions), self.max_actions)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -117,29 +110,73 @@ class DiscreteActions(gym.Wrapper[Any, Any, Any, Any]):
     def step(self, action: SupportsInt) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Play the admissible action at index ``action`` (see the class docstring for other indices)."""
         index = int(action)
-        text, error = self._text(index)
+        text, error = index_to_action(self._actions, index, self.on_invalid)
         obs, reward, terminated, truncated, info = self.env.step(text)
         if error is not None:
             info["last_action_error"] = error
         info["action_text"] = text
         return obs, float(reward), terminated, truncated, self._observe(info)
 
-    def _text(self, index: int) -> tuple[str, str | None]:
-        n = len(self._actions)
-        if 0 <= index < n:
-            return self._actions[index], None
-        if self.on_invalid == "wrap" and n and index >= 0:
-            return self._actions[index % n], None
-        return "", (
-            f"Action index {index} has no admissible action behind it: this state lists {n} "
-            f"(valid indices 0..{n - 1}); see info['action_mask']."
-            if n
-            else f"Action index {index}: this state lists no admissible action."
+    def _observe(self, info: dict[str, Any]) -> dict[str, Any]:
+        self._actions = observe_actions(info, self.max_actions)
+        return info
+
+
+def check_discrete_config(max_actions: int, on_invalid: str, domain: Any = None) -> None:
+    """Validate ``max_actions`` and ``on_invalid``, and refuse a domain with an open action space.
+
+    Raises:
+        ConfigError: With what was expected and how to fix it.
+    """
+    if not isinstance(max_actions, int) or max_actions < 1:
+        raise ConfigError(f"max_actions must be a positive int, got {max_actions!r}; 16-32 suits text games.")
+    if on_invalid not in ("fail", "wrap"):
+        raise ConfigError(f"on_invalid must be 'fail' or 'wrap', got {on_invalid!r}.")
+    if domain is not None and getattr(domain, "open_actions", False):
+        raise ConfigError(
+            f"DiscreteActions needs admissible action lists, but domain {domain.name!r} has an open "
+            "action space (admissible_actions is empty). Keep its text actions and use an LLM policy "
+            "(dreamgym_env.training.collect_groups) or a policy of your own over the action grammar."
         )
 
-    def _observe(self, info: dict[str, Any]) -> dict[str, Any]:
-        listed = [str(a) for a in info.get("admissible_actions") or []]
-        self._actions = listed[: self.max_actions]
-        info["actions_dropped"] = len(listed) - len(self._actions)
-        info["action_mask"] = self.action_masks()
-        return info
+
+def action_mask(n_actions: int, max_actions: int) -> np.ndarray:
+    """The ``(max_actions,)`` boolean mask of a state listing ``n_actions`` admissible actions.
+
+    Never all False: a state without admissible actions leaves index 0 (the failure path) open.
+    """
+    mask = np.zeros(max_actions, dtype=bool)
+    mask[: max(n_actions, 1)] = True
+    return mask
+
+
+def index_to_action(actions: list[str], index: int, on_invalid: InvalidIndexPolicy) -> tuple[str, str | None]:
+    """The text that index ``index`` plays among ``actions``, and the error to report (or None).
+
+    An index without an action behind it plays ``""`` (the env's failure path) under ``"fail"``, and
+    ``actions[index % n]`` under ``"wrap"`` (when there is any action and the index is not negative).
+    """
+    n = len(actions)
+    if 0 <= index < n:
+        return actions[index], None
+    if on_invalid == "wrap" and n and index >= 0:
+        return actions[index % n], None
+    return "", (
+        f"Action index {index} has no admissible action behind it: this state lists {n} "
+        f"(valid indices 0..{n - 1}); see info['action_mask']."
+        if n
+        else f"Action index {index}: this state lists no admissible action."
+    )
+
+
+def observe_actions(info: dict[str, Any], max_actions: int) -> list[str]:
+    """Read the first ``max_actions`` admissible actions of a state from ``info``, annotating it.
+
+    Sets ``info["actions_dropped"]`` (how many listed actions are out of reach) and
+    ``info["action_mask"]``; returns the reachable actions, which indices ``0..K-1`` stand for.
+    """
+    listed = [str(a) for a in info.get("admissible_actions") or []]
+    actions = listed[:max_actions]
+    info["actions_dropped"] = len(listed) - len(actions)
+    info["action_mask"] = action_mask(len(actions), max_actions)
+    return actions

@@ -19,7 +19,7 @@ from gymnasium import spaces
 from dreamgym_env.buffer.embedders import Embedder, HashingEmbedder
 from dreamgym_env.errors import ConfigError
 
-__all__ = ["EmbeddedField", "TextEmbedding"]
+__all__ = ["EmbeddedField", "TextEmbedding", "check_fields", "embed_observations", "embedding_space"]
 
 EmbeddedField = Literal["observation", "task", "admissible_actions"]
 """What a block of the vector embeds: the observation text, ``info["task"]`` (the instruction, which
@@ -56,16 +56,11 @@ class TextEmbedding(gym.Wrapper[Any, Any, Any, Any]):
         embedder: Embedder | None = None,
         fields: Sequence[EmbeddedField] = ("observation",),
     ) -> None:
-        fields = tuple(fields)
-        unknown = [f for f in fields if f not in _FIELDS]
-        if not fields or unknown:
-            raise ConfigError(f"fields must be a non-empty sequence of {list(_FIELDS)}, got {list(fields)}.")
+        fields = check_fields(fields)
         super().__init__(env)
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder(dim=256)
         self.fields = fields
-        size = len(fields) * self.embedder.dim
-        # Rows are unit vectors (or zero for empty text), so every coordinate lies within [-1, 1].
-        self.observation_space = spaces.Box(-1.0, 1.0, shape=(size,), dtype=np.float32)
+        self.observation_space = embedding_space(self.embedder, fields)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -80,15 +75,46 @@ class TextEmbedding(gym.Wrapper[Any, Any, Any, Any]):
         return self._embed(obs, info), float(reward), terminated, truncated, info
 
     def _embed(self, observation: str, info: dict[str, Any]) -> np.ndarray:
-        info["text_observation"] = observation
-        texts = [self._text(name, observation, info) for name in self.fields]
-        vectors = np.asarray(self.embedder.embed(texts), dtype=np.float32)
-        return np.clip(vectors.reshape(-1), -1.0, 1.0)
+        return embed_observations(self.embedder, self.fields, [observation], [info])[0]
 
-    @staticmethod
-    def _text(name: str, observation: str, info: dict[str, Any]) -> str:
-        if name == "observation":
-            return observation
-        if name == "task":
-            return str(info.get("task", ""))
-        return "\n".join(str(a) for a in info.get("admissible_actions") or [])
+
+def check_fields(fields: Sequence[str]) -> tuple[EmbeddedField, ...]:
+    """Validate ``fields`` (see :data:`EmbeddedField`) and return them as a tuple."""
+    fields = tuple(fields)
+    unknown = [f for f in fields if f not in _FIELDS]
+    if not fields or unknown:
+        raise ConfigError(f"fields must be a non-empty sequence of {list(_FIELDS)}, got {list(fields)}.")
+    return fields  # type: ignore[return-value]
+
+
+def embedding_space(embedder: Embedder, fields: Sequence[EmbeddedField]) -> spaces.Box:
+    """``Box(-1, 1, (len(fields) * dim,), float32)``, the space of :func:`embed_observations` rows."""
+    # Rows are unit vectors (or zero for empty text), so every coordinate lies within [-1, 1].
+    return spaces.Box(-1.0, 1.0, shape=(len(fields) * embedder.dim,), dtype=np.float32)
+
+
+def embed_observations(
+    embedder: Embedder,
+    fields: Sequence[EmbeddedField],
+    observations: Sequence[str],
+    infos: Sequence[dict[str, Any]],
+) -> np.ndarray:
+    """Embed N observations in one ``embedder.embed`` call: an ``(N, len(fields) * dim)`` float32 array.
+
+    Row ``i`` concatenates the unit vectors of ``fields`` read from ``observations[i]`` and
+    ``infos[i]``; each info gets ``info["text_observation"]``, the text that was embedded.
+    """
+    texts: list[str] = []
+    for observation, info in zip(observations, infos, strict=True):
+        info["text_observation"] = observation
+        texts.extend(_text(name, observation, info) for name in fields)
+    vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
+    return np.clip(vectors.reshape(len(observations), len(fields) * embedder.dim), -1.0, 1.0)
+
+
+def _text(name: str, observation: str, info: dict[str, Any]) -> str:
+    if name == "observation":
+        return observation
+    if name == "task":
+        return str(info.get("task", ""))
+    return "\n".join(str(a) for a in info.get("admissible_actions") or [])
