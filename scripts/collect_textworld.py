@@ -1,7 +1,14 @@
 """Collect real TextWorld transitions into a replay buffer: expert and noisy-expert policies, generated games.
 
 Usage:
-    python scripts/collect_textworld.py --games 40 --episodes 4 --out runs/em/buffer.sqlite
+    python scripts/collect_textworld.py --suite runs/suite --train-games 256 --heldout-games 40 \
+        --episodes 4 --out runs/em/buffer.sqlite
+    python scripts/collect_textworld.py --games 40 --challenge tw-simple --out runs/em/buffer.sqlite
+
+With ``--suite`` the games are the benchmark suite of :mod:`dreamgym_env.real.textworld_suite` (built
+there, or reused), every transition's metadata names its game's split (``suite_split``), and the task
+ids of the held-out games are written to ``heldout_tasks.txt`` beside the buffer, for
+``dreamgym build-sft --heldout-tasks``. Without it, ``--games`` games of one ``--challenge`` are made.
 
 Each game gets one expert episode (its walkthrough) and ``--episodes - 1`` episodes in which every
 action is, with probability ``--epsilon``, a random admissible command instead of the walkthrough's
@@ -38,9 +45,14 @@ class Args:
     workers: int = 2
     out: str = "runs/experience_model/buffer.sqlite"
     games_dir: str | None = None
+    suite: str | None = None
+    train_games: int = 256
+    heldout_games: int = 40
 
 
-def play(game: str, episodes: int, epsilon: float, max_steps: int, seed: int) -> list[Transition]:
+def play(
+    game: str, episodes: int, epsilon: float, max_steps: int, seed: int, split: str | None = None
+) -> list[Transition]:
     """Every transition of ``episodes`` episodes of one game (the first one by the expert)."""
     env = TextWorldRealEnv([game], max_steps=max_steps)
     rng = np.random.default_rng(seed)
@@ -80,6 +92,7 @@ def play(game: str, episodes: int, epsilon: float, max_steps: int, seed: int) ->
                             "prev_admissible_actions": admissible,
                             "policy": policy,
                             "game_file": game,
+                            **({"suite_split": split} if split else {}),
                         },
                     )
                 )
@@ -104,11 +117,28 @@ def main() -> None:
     started = time.monotonic()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    games_dir = Path(args.games_dir or out.parent / "games")
-    chunks = [list(range(i, args.games, args.workers)) for i in range(args.workers)]
-    with ProcessPoolExecutor(args.workers) as pool:
-        made = pool.map(_make_some, [(str(games_dir), args.seed, c, args.challenge) for c in chunks])
-        games = sorted(g for batch in made for g in batch)
+    splits: list[str | None]
+    if args.suite:
+        from dreamgym_env.real.textworld_suite import build_suite
+
+        suite = build_suite(
+            args.suite,
+            train_games=args.train_games,
+            heldout_games=args.heldout_games,
+            seed=args.seed,
+            workers=args.workers,
+        )
+        games = [g.path for g in suite.games]
+        splits = [g.split for g in suite.games]
+        heldout = sorted(f"textworld-{Path(p).stem}" for p in suite.paths("heldout"))
+        (out.parent / "heldout_tasks.txt").write_text("\n".join(heldout) + "\n", encoding="utf-8")
+    else:
+        games_dir = Path(args.games_dir or out.parent / "games")
+        chunks = [list(range(i, args.games, args.workers)) for i in range(args.workers)]
+        with ProcessPoolExecutor(args.workers) as pool:
+            made = pool.map(_make_some, [(str(games_dir), args.seed, c, args.challenge) for c in chunks])
+            games = sorted(g for batch in made for g in batch)
+        splits = [None] * len(games)
     print(f"generated {len(games)} games in {time.monotonic() - started:.0f}s", flush=True)
     with ProcessPoolExecutor(args.workers) as pool:
         results = pool.map(
@@ -118,6 +148,8 @@ def main() -> None:
             [args.epsilon] * len(games),
             [args.max_steps] * len(games),
             range(args.seed, args.seed + len(games)),
+            splits,
+            chunksize=4,
         )
         transitions = [t for batch in results for t in batch]
     with ReplayBuffer.open(out, dedup="episode") as buffer:

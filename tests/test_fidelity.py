@@ -196,3 +196,16 @@ def test_eval_fidelity_cli_against_the_vllm_server(split, tmp_path, vllm_server,
         "| smoke |" in (out / "fidelity.md").read_text()
         and "| repeat-state |" in (out / "fidelity.md").read_text()
     )
+
+
+def test_success_f1_combines_precision_and_recall():
+    from dreamgym_env.evaluation.fidelity import TransitionScore, aggregate
+
+    def score(real: bool, predicted: bool) -> TransitionScore:
+        return TransitionScore(True, True, real == predicted, real, predicted, False, 0.5, None)
+
+    report = aggregate("m", [score(True, True), score(True, False), score(False, True), score(False, False)])
+    assert report.success_recall == 0.5 and report.success_precision == 0.5
+    assert report.success_f1 == pytest.approx(0.5)
+    assert aggregate("m", [score(False, False)]).success_f1 is None
+    assert aggregate("m", [score(True, False)]).success_f1 == 0.0

@@ -103,7 +103,14 @@ def test_example_is_exactly_the_env_request(tmp_path):
         and f"Next state:\n{t.next_state}\n" in row["prompt"][1]["content"]
     )
     model = ExperienceModel(get_domain("textworld"), ScriptedBackend(), EnvConfig(history_window=1, top_k=1))
-    request = model.build_request(task_of(current), history, [demo], current.state, current.action)
+    request = model.build_request(
+        task_of(current),
+        history,
+        [demo],
+        current.state,
+        current.action,
+        current.metadata["prev_admissible_actions"],
+    )
     assert row["prompt"] == request.messages
     assert "state 0 of" not in row["prompt"][1]["content"]  # the window of 1 hides step 1
     answer = ExperienceOutput.model_validate_json(row["completion"][0]["content"])
@@ -232,7 +239,9 @@ def test_sft_prompts_are_what_the_env_sends_during_an_episode(tmp_path):
         )
 
     backend = ScriptedBackend(world)
-    task = task_of(episode[0]).model_copy(update={"metadata": {"initial_observation": episode[0].state}})
+    task = task_of(episode[0]).model_copy(
+        update={"metadata": {"initial_observation": episode[0].state, "initial_admissible": ["cmd 0"]}}
+    )
     env = DreamGymEnv("textworld", tasks=[task], backend=backend, history_window=1, top_k=0)
     env.reset(seed=0)
     for action in actions:
@@ -240,3 +249,49 @@ def test_sft_prompts_are_what_the_env_sends_during_an_episode(tmp_path):
     assert [r.messages for r in backend.requests] == [
         row["prompt"] for row in sorted(rows, key=lambda r: r["step"])
     ]
+
+
+def test_heldout_tasks_and_episodes_split_three_ways(tmp_path):
+    data = _data(tasks=6, episodes=3)
+    config = SFTBuildConfig(
+        history_window=1, top_k=1, heldout_tasks=("tw-4", "tw-5"), eval_episodes_per_task=1, seed=3
+    )
+    report = build_sft_dataset(data, tmp_path, config)
+    assert report.eval_tasks == ["tw-4", "tw-5"] and len(report.train_tasks) == 4
+    # One episode of each of the 4 training tasks is held out, never the same as a training episode.
+    assert len(report.eval_episodes) == 4
+    assert {e.rsplit("-ep", 1)[0] for e in report.eval_episodes} == {"tw-0", "tw-1", "tw-2", "tw-3"}
+    train = _rows(tmp_path / "train.jsonl")
+    episodes = _rows(tmp_path / "eval_episodes.jsonl")
+    assert {r["episode_id"] for r in episodes} == set(report.eval_episodes)
+    assert not {r["episode_id"] for r in train} & set(report.eval_episodes)
+    assert {r["task_id"] for r in _rows(tmp_path / "eval.jsonl")} == {"tw-4", "tw-5"}
+    assert report.eval_episode_examples == len(episodes) == 4 * 3
+    # The manifest round-trips the settings, so evaluation rebuilds the same split.
+    again = SFTBuildConfig(**load_manifest(tmp_path).settings)
+    assert again == config
+
+
+def test_other_episode_demonstrations_show_the_same_task_but_never_the_own_episode(tmp_path):
+    config = SFTBuildConfig(
+        history_window=0,
+        top_k=1,
+        eval_fraction=0.3,
+        eval_episodes_per_task=1,
+        demonstrations="other_episodes",
+    )
+    build_sft_dataset(_data(tasks=4, episodes=3), tmp_path, config)
+    rows = _rows(tmp_path / "train.jsonl") + _rows(tmp_path / "eval_episodes.jsonl")
+    same_task = 0
+    for row in rows:
+        text = row["prompt"][1]["content"]
+        demo = text.split("# Similar real transitions\n", 1)[1].split("# Current step", 1)[0]
+        own = row["episode_id"].rsplit("ep", 1)[1]
+        assert f"of {own}\n" not in demo  # the example's own episode is never shown to it
+        same_task += "(same task)" in demo
+    assert same_task == len(rows)  # the state text matches its own task's other episodes best
+
+
+def test_build_config_rejects_unknown_demonstration_scope():
+    with pytest.raises(Exception, match="demonstrations must be"):
+        SFTBuildConfig(demonstrations="anywhere")  # type: ignore[arg-type]

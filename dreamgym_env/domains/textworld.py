@@ -8,6 +8,7 @@ turns generated games into tasks whose first state is the real game's, and
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,19 +16,46 @@ import numpy as np
 from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.types import Task
 
-__all__ = ["TEXTWORLD_DIRECTIONS", "TextWorldDomain", "render_textworld_start"]
+__all__ = ["TEXTWORLD_DIRECTIONS", "TextWorldDomain", "render_textworld_start", "render_textworld_state"]
 
 TEXTWORLD_DIRECTIONS: tuple[str, ...] = ("north", "south", "east", "west")
 
 
-def render_textworld_start(description: str, objective: str) -> str:
-    """The first abstract state: the room as ``look`` shows it, then the quest.
+def _tidy(text: str) -> str:
+    text = re.sub(r"[ \t]+\n", "\n", text.strip())
+    return re.sub(r"\n{3,}", "\n\n", text)
+
+
+def render_textworld_state(feedback: str, room: str = "", inventory: str = "") -> str:
+    """The abstract state after a step: what the game printed, then where the agent is and what it carries.
+
+    TextWorld's feedback alone ("You pick up the key.") does not say which room the agent is in or what
+    it holds, so neither a policy nor the experience model could tell two such states apart. The room as
+    ``look`` prints it and the inventory make the state Markov; each is left out when the feedback
+    already is it (``look``, a move, ``inventory``).
+
+    Args:
+        feedback: The game's text for the step (banner and status line removed).
+        room: The current room's description (``-= Kitchen =-`` ...); empty leaves it out.
+        inventory: ``You are carrying: ...``; empty leaves it out.
+    """
+    parts = [_tidy(feedback)]
+    for extra in (_tidy(room), _tidy(inventory)):
+        if extra and extra not in parts[0]:
+            parts.append(extra)
+    return "\n\n".join(p for p in parts if p)
+
+
+def render_textworld_start(description: str, objective: str, inventory: str = "") -> str:
+    """The first abstract state: the room as ``look`` shows it, the inventory, then the quest.
 
     Args:
         description: The room text TextWorld prints for ``look`` (starting with ``-= Room =-``).
         objective: The quest text TextWorld gives for ``goal``.
+        inventory: ``You are carrying: ...`` (left out when empty).
     """
-    return f"{description.strip()}\n\nYour task is to: {' '.join(objective.split())}"
+    head = render_textworld_state(description, "", inventory)
+    return f"{head}\n\nYour task is to: {' '.join(objective.split())}"
 
 
 _INSTRUCTIONS = """\
@@ -51,13 +79,27 @@ box."; "eat X": "You eat the apple. Not bad."; "examine X" describes it; "look" 
 - A command the game cannot apply changes nothing and gets a short refusal ("You can't see any such \
 thing.", "That's not something you can take.").
 
-State format: the game's text only. The first state is:
+State format: the game's text for the step, then the room the agent is in (as "look" prints it) and \
+the inventory, each left out when the text already is it (after "look", a move or "inventory"). The \
+first state is the room, the inventory and the quest:
 -= Kitchen =-
 You are in a kitchen. A normal kind of place.
 You see a closed chest. On the table, you see a red apple.
 There is an exit to the east.
 
+You are carrying nothing.
+
 Your task is to: take the key from the chest and put it on the table in the bedroom.
+
+After "open chest" the next state is:
+You open the chest, revealing a key.
+
+-= Kitchen =-
+You are in a kitchen. A normal kind of place.
+You see a chest. The chest contains a key. On the table, you see a red apple.
+There is an exit to the east.
+
+You are carrying nothing.
 
 Ending and success
 The quest is complete on the step that makes its last condition true: then the text ends with "Your \
@@ -90,13 +132,16 @@ _ADJECTIVES: tuple[str, ...] = ("red", "old", "wooden", "small", "rusty", "shiny
 class TextWorldDomain(Domain):
     """TextWorld as an abstract text world.
 
-    State format: the game's text without its ASCII-art banner. The first state is the room as
-    ``look`` prints it followed by the quest::
+    State format (:func:`render_textworld_state`): the game's text for the step without its ASCII-art
+    banner, then the current room as ``look`` prints it and the inventory, so that the state alone tells
+    where the agent is and what it holds. The first state is the room, the inventory and the quest::
 
         -= Kitchen =-
         You are in a kitchen. A normal kind of place.
         You see a closed chest. On the table, you see a red apple.
         There is an exit to the east.
+
+        You are carrying nothing.
 
         Your task is to: take the key from the chest and put it on the table in the bedroom.
 
@@ -165,7 +210,8 @@ class TextWorldDomain(Domain):
             "inventory",
             "look",
         ]
-        return InitialState(render_textworld_start(description, task.instruction), sorted(actions))
+        start = render_textworld_start(description, task.instruction, "You are carrying nothing.")
+        return InitialState(start, sorted(actions))
 
     def seed_tasks(self) -> list[Task]:
         """Ten quests in TextWorld's style, written for this package."""

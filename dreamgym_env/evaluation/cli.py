@@ -17,7 +17,9 @@ def _cmd_eval_fidelity(args: argparse.Namespace) -> int:
     from dreamgym_env.evaluation.runner import BASELINES, evaluate, load_eval_cases, model_predictor
     from dreamgym_env.experience.backends.openai_http import OpenAIBackend
 
-    cases, config = load_eval_cases(args.buffer, args.data, limit=args.limit, seed=args.seed)
+    cases, config = load_eval_cases(
+        args.buffer, args.data, limit=args.limit, seed=args.seed, split=args.split
+    )
     print(f"{len(cases)} held-out transitions from {len({c.task.task_id for c in cases})} tasks", flush=True)
     runs: list[tuple[str, Any, Any]] = [(name, BASELINES[name], None) for name in args.baseline]
     if args.model:
@@ -86,6 +88,12 @@ def add_evaluation_commands(commands: argparse._SubParsersAction) -> None:  # ty
         default=[],
         choices=["repeat-state", "nearest-transition"],
         help="Also score a model-free baseline (repeatable).",
+    )
+    p.add_argument(
+        "--split",
+        default="eval",
+        choices=["eval", "eval_episodes"],
+        help="Held-out tasks (eval) or held-out episodes of training tasks (eval_episodes).",
     )
     p.add_argument("--limit", type=int, help="Score a seeded sample of at most this many transitions.")
     p.add_argument("--seed", type=int, default=0)

@@ -108,6 +108,8 @@ class FidelityReport:
         success_accuracy: Share with the right outcome (``done and success``): 1 - the reward error.
         success_recall: Share of real winning steps predicted as wins (``None`` without any).
         success_precision: Share of predicted wins that are real (``None`` without any predicted).
+        success_f1: Harmonic mean of the two (0.0 when wins exist and none is found; ``None`` when
+            there are neither real nor predicted wins).
         exact_match: Share of next states equal to the real one (whitespace-normalised).
         state_f1: Mean token F1 of next states.
         actions_f1: Mean F1 of admissible-action sets (``None`` where not recorded).
@@ -123,6 +125,7 @@ class FidelityReport:
     exact_match: float
     state_f1: float
     actions_f1: float | None
+    success_f1: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         """Plain dict (for JSON)."""
@@ -138,6 +141,8 @@ def aggregate(name: str, scores: Sequence[TransitionScore]) -> FidelityReport:
     wins = [s for s in scores if s.real_success]
     claimed = [s for s in scores if s.predicted_success]
     actions = [s.actions_f1 for s in scores if s.actions_f1 is not None]
+    hits = sum(1 for s in wins if s.predicted_success)
+    success_f1 = 2 * hits / (len(wins) + len(claimed)) if wins or claimed else None
     return FidelityReport(
         name=name,
         transitions=len(scores),
@@ -149,4 +154,5 @@ def aggregate(name: str, scores: Sequence[TransitionScore]) -> FidelityReport:
         exact_match=_mean([float(s.exact_match) for s in scores]),
         state_f1=_mean([s.state_f1 for s in scores]),
         actions_f1=_mean(actions) if actions else None,
+        success_f1=success_f1,
     )

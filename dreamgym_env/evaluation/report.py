@@ -24,6 +24,7 @@ _COLUMNS: tuple[tuple[str, str], ...] = (
     ("done_accuracy", "done acc"),
     ("success_accuracy", "success acc"),
     ("success_recall", "win recall"),
+    ("success_f1", "win F1"),
     ("exact_match", "state EM"),
     ("state_f1", "state F1"),
     ("actions_f1", "actions F1"),

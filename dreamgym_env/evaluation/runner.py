@@ -12,12 +12,12 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from dreamgym_env.buffer import ReplayBuffer
 from dreamgym_env.config import EnvConfig
 from dreamgym_env.domains import get_domain
-from dreamgym_env.errors import PromptTooLongError
+from dreamgym_env.errors import DataFormatError, PromptTooLongError
 from dreamgym_env.evaluation.fidelity import FidelityReport, TransitionScore, aggregate, score_transition
 from dreamgym_env.experience.backends.base import Backend
 from dreamgym_env.experience.model import ExperienceModel
@@ -28,6 +28,7 @@ from dreamgym_env.training.sft_data import (
     TransitionCase,
     build_cases,
     load_manifest,
+    split_transitions,
 )
 
 __all__ = [
@@ -59,7 +60,12 @@ class EvalRecord:
 
 
 def load_eval_cases(
-    buffer_path: str | Path, data_dir: str | Path, *, limit: int | None = None, seed: int = 0
+    buffer_path: str | Path,
+    data_dir: str | Path,
+    *,
+    limit: int | None = None,
+    seed: int = 0,
+    split: Literal["eval", "eval_episodes"] = "eval",
 ) -> tuple[list[TransitionCase], SFTBuildConfig]:
     """The held-out transitions of the split recorded in ``data_dir``'s manifest, with their requests' facts.
 
@@ -68,17 +74,22 @@ def load_eval_cases(
         data_dir: The SFT data folder (its ``manifest.json`` names the held-out tasks and prompt settings).
         limit: Score at most this many transitions (a seeded sample, the same for every predictor).
         seed: Seeds the sample.
+        split: ``"eval"`` (held-out tasks) or ``"eval_episodes"`` (held-out episodes of training tasks).
     """
     manifest = load_manifest(data_dir)
     config = SFTBuildConfig(**manifest.settings)
-    eval_tasks, train_tasks = set(manifest.eval_tasks), set(manifest.train_tasks)
     with ReplayBuffer.open(buffer_path) as buffer:
-        grounded = [
-            t for t in buffer.iter_transitions(domain=config.domain) if t.source in ("offline", "real")
-        ]
-    index = DemonstrationIndex([t for t in grounded if t.task_id in train_tasks])
+        transitions = list(buffer.iter_transitions(domain=config.domain))
+    splits, train_ids, eval_ids, _ = split_transitions(transitions, config)
+    if sorted(train_ids) != sorted(manifest.train_tasks) or sorted(eval_ids) != sorted(manifest.eval_tasks):
+        raise DataFormatError(
+            "the buffer's tasks do not match the SFT manifest's split; evaluate with the buffer the data "
+            "was built from",
+            path=str(buffer_path),
+        )
+    index = DemonstrationIndex(splits["train"], config.demonstrations)
     try:
-        cases = list(build_cases([t for t in grounded if t.task_id in eval_tasks], index, config.top_k))
+        cases = list(build_cases(splits[split], index, config.top_k))
     finally:
         index.close()
     if limit is not None and len(cases) > limit:

@@ -76,7 +76,9 @@ class ExperienceModel:
         window = self.config.history_window
         shown = list(history) if window is None else list(history)[len(history) - window :] if window else []
         return CompletionRequest(
-            messages=build_messages(self.domain, task, shown, demonstrations, state, action),
+            messages=build_messages(
+                self.domain, task, shown, demonstrations, state, action, admissible_actions
+            ),
             json_schema=self.json_schema,
             seed=seed,
             query=TransitionQuery(

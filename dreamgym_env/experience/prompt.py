@@ -8,6 +8,7 @@ changes per step stays after everything that does not.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from dreamgym_env.domains.base import Domain
@@ -34,6 +35,7 @@ def build_messages(
     demonstrations: Sequence[Transition],
     state: str,
     action: str,
+    admissible_actions: Sequence[str] = (),
 ) -> list[dict[str, str]]:
     """Return the chat messages for one transition request."""
     system = f"{domain.instructions.strip()}\n\n{OUTPUT_INSTRUCTIONS}"
@@ -42,7 +44,7 @@ def build_messages(
         {
             "role": "user",
             "content": render_user_prompt(
-                task, history, demonstrations, state, action, domain.describe_task(task)
+                task, history, demonstrations, state, action, domain.describe_task(task), admissible_actions
             ),
         },
     ]
@@ -55,10 +57,15 @@ def render_user_prompt(
     state: str,
     action: str,
     task_facts: str = "",
+    admissible_actions: Sequence[str] = (),
 ) -> str:
     """The user turn: task, history, demonstrations, then the current state and action.
 
     ``task_facts`` are the goal's details the agent does not see but success depends on.
+    ``admissible_actions`` are the current state's (the next state's list usually differs from it by a
+    few entries, so the model edits rather than invents it). A demonstration of the same task says so
+    instead of repeating the task's text, which also tells the model that its world is this one.
+    Action lists are JSON arrays, the form the answer uses.
     """
     facts = (
         f"\nGoal details (hidden from the agent, for judging success):\n{task_facts}\n" if task_facts else ""
@@ -71,10 +78,14 @@ def render_user_prompt(
     if demonstrations:
         parts.append("# Similar real transitions\n")
         for i, demo in enumerate(demonstrations, start=1):
+            source = "same task" if demo.task_id == task.task_id else f"task: {demo.task}"
+            listed = demo.metadata.get("admissible_actions")
+            next_actions = f"Next admissible actions: {json.dumps(list(listed))}\n" if listed else ""
             parts.append(
-                f"## Example {i} (task: {demo.task})\nState:\n{demo.state}\nAction: {demo.action}\n"
-                f"Next state:\n{demo.next_state}\nDone: {str(demo.done).lower()}, "
+                f"## Example {i} ({source})\nState:\n{demo.state}\nAction: {demo.action}\n"
+                f"Next state:\n{demo.next_state}\n{next_actions}Done: {str(demo.done).lower()}, "
                 f"success: {str(demo.success).lower()}\n\n"
             )
-    parts.append(f"# Current step\nState:\n{state}\nAction: {action}\n\nPredict the next state.")
+    listed_now = f"Admissible actions: {json.dumps(list(admissible_actions))}\n" if admissible_actions else ""
+    parts.append(f"# Current step\nState:\n{state}\n{listed_now}Action: {action}\n\nPredict the next state.")
     return "".join(parts)

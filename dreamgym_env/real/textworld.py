@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dreamgym_env.domains import Domain
-from dreamgym_env.domains.textworld import TextWorldDomain, render_textworld_start
+from dreamgym_env.domains.textworld import TextWorldDomain, render_textworld_start, render_textworld_state
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.base import RealReset, RealStep, RealTextEnv
 from dreamgym_env.real.mapping import clean_game_text
@@ -126,11 +126,14 @@ class TextGameEnv(RealTextEnv):
             extra={"expert_plan": self._expert_plan(game_state), "score": 0.0, "game_file": game},
         )
 
+    def _step_state(self, game_state: Mapping[str, Any]) -> str:
+        return clean_feedback(str(game_state.feedback))
+
     def _real_step(self, action: str) -> RealStep:
         game_state, score, done = self._engine.step(action)
         won = bool(game_state["won"])
         return RealStep(
-            state=clean_feedback(str(game_state.feedback)),
+            state=self._step_state(game_state),
             reward=1.0 if won else 0.0,
             done=bool(done),
             success=won,
@@ -159,8 +162,9 @@ class TextWorldRealEnv(TextGameEnv):
 
     ## Description
     Plays TextWorld game files (``.z8``/``.ulx`` from ``tw-make`` or :func:`make_games`). The first
-    observation is the room as ``look`` prints it followed by ``Your task is to: <quest>``; later ones
-    are the game's feedback without the ASCII banner and status line.
+    observation is the room as ``look`` prints it, the inventory and ``Your task is to: <quest>``; later
+    ones are the game's feedback without the ASCII banner and status line, followed by the current room
+    and the inventory (:func:`~dreamgym_env.domains.textworld.render_textworld_state`).
 
     ## Action Space / Observation Space
     ``FreeText``: TextWorld commands (``go east``, ``take key from chest``...), as in the simulated env.
@@ -183,6 +187,25 @@ class TextWorldRealEnv(TextGameEnv):
     def __init__(self, game_files: Sequence[PathLike], **kwargs: Any) -> None:
         super().__init__(game_files, domain=TextWorldDomain(), **kwargs)
 
+    def _request_infos(self, textworld: Any) -> Any:
+        infos = super()._request_infos(textworld)
+        infos.inventory = True
+        return infos
+
+    def _first_state(self, game_state: Mapping[str, Any]) -> str:
+        return render_textworld_start(
+            str(game_state["description"]),
+            str(game_state["objective"] or ""),
+            clean_game_text(str(game_state.get("inventory") or "")),
+        )
+
+    def _step_state(self, game_state: Mapping[str, Any]) -> str:
+        return render_textworld_state(
+            clean_feedback(str(game_state.feedback)),
+            clean_game_text(str(game_state.get("description") or "")),
+            clean_game_text(str(game_state.get("inventory") or "")),
+        )
+
 
 def make_games(
     output_dir: PathLike,
@@ -198,9 +221,10 @@ def make_games(
         output_dir: Folder for the game files (created if missing).
         n: Number of games; game ``i`` uses seed ``seed + i``.
         seed: First seed.
-        challenge: A TextWorld challenge: ``tw-simple``, ``tw-cooking``, ``tw-coin_collector``,
-            ``tw-treasure_hunter``.
-        settings: The challenge's settings; default for ``tw-simple`` sparse rewards and a detailed goal.
+        challenge: A TextWorld challenge (``tw-simple``, ``tw-cooking``, ``tw-coin_collector``,
+            ``tw-treasure_hunter``) or ``custom`` (``tw-make custom``: a random map and quest).
+        settings: The challenge's settings (``{"level": 5}``; for ``tw-simple`` sparse rewards and a
+            detailed goal by default); for ``custom``: ``nb_rooms``, ``nb_objects``, ``quest_length``.
 
     Returns:
         Paths of the ``.z8`` game files.
@@ -208,14 +232,12 @@ def make_games(
     textworld = import_textworld()
     challenges = importlib.import_module("textworld.challenges")
 
-    if challenge not in challenges.CHALLENGES:
+    if challenge != "custom" and challenge not in challenges.CHALLENGES:
         raise DreamGymError(
-            f"Unknown TextWorld challenge {challenge!r}; available: {sorted(challenges.CHALLENGES)}"
+            f"Unknown TextWorld challenge {challenge!r}; available: {sorted(challenges.CHALLENGES) + ['custom']}"
         )
-    make_game = challenges.CHALLENGES[challenge][1]
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    chosen = {"rewards": "sparse", "goal": "detailed", "test": False, **dict(settings or {})}
     paths = []
     for i in range(n):
         options = textworld.GameOptions()
@@ -223,7 +245,19 @@ def make_games(
         options.path = str(out / f"{challenge}-{seed + i}.z8")
         options.file_ext = ".z8"
         options.force_recompile = True
-        game = make_game(settings=chosen, options=options)
+        if challenge == "custom":
+            custom = {"nb_rooms": 3, "nb_objects": 6, "quest_length": 3, **dict(settings or {})}
+            unknown = set(custom) - {"nb_rooms", "nb_objects", "quest_length"}
+            if unknown:
+                raise DreamGymError(
+                    f"Unknown custom game settings {sorted(unknown)}; accepted: nb_rooms, nb_objects, quest_length"
+                )
+            for key, value in custom.items():
+                setattr(options, key, int(value))
+            game = textworld.generator.make_game(options)
+        else:
+            chosen = {"rewards": "sparse", "goal": "detailed", "test": False, **dict(settings or {})}
+            game = challenges.CHALLENGES[challenge][1](settings=chosen, options=options)
         paths.append(str(textworld.generator.compile_game(game, options)))
     return paths
 

@@ -22,6 +22,9 @@ def _cmd_build_sft(args: argparse.Namespace) -> int:
         seed=args.seed,
         max_prompt_chars=args.max_prompt_chars,
         max_admissible_actions=args.max_admissible_actions,
+        heldout_tasks=tuple(_heldout_tasks(args.heldout_tasks)),
+        eval_episodes_per_task=args.eval_episodes_per_task,
+        demonstrations=args.demonstrations,
     )
     with ReplayBuffer.open(args.buffer) as buffer:
         report = build_sft_dataset(buffer.iter_transitions(domain=args.domain), args.out, config)
@@ -30,8 +33,24 @@ def _cmd_build_sft(args: argparse.Namespace) -> int:
         f"({len(report.train_tasks)} / {len(report.eval_tasks)} tasks, "
         f"{report.dropped_long} dropped as too long, "
         f"{report.annotated} transitions with reasoning) in {args.out}"
+        + (
+            f"; {report.eval_episode_examples} examples of {len(report.eval_episodes)} held-out episodes "
+            "of training tasks"
+            if report.eval_episodes
+            else ""
+        )
     )
     return 0
+
+
+def _heldout_tasks(path: str | None) -> list[str]:
+    """Task ids, one a line, from a file (``#`` comments and blank lines skipped)."""
+    if not path:
+        return []
+    from pathlib import Path
+
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
 def _cmd_annotate(args: argparse.Namespace) -> int:
@@ -135,6 +154,23 @@ def add_training_commands(commands: argparse._SubParsersAction) -> None:  # type
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--max-prompt-chars", type=int, help="Drop examples whose prompt is longer (never cut).")
     b.add_argument("--max-admissible-actions", type=int, default=64)
+    b.add_argument(
+        "--heldout-tasks",
+        help="File of task ids to hold out, one a line (e.g. a game suite's held-out games); "
+        "replaces --eval-fraction.",
+    )
+    b.add_argument(
+        "--eval-episodes-per-task",
+        type=int,
+        default=0,
+        help="Also hold out this many episodes of each training task (eval_episodes.jsonl).",
+    )
+    b.add_argument(
+        "--demonstrations",
+        default="other_tasks",
+        choices=["other_tasks", "other_episodes"],
+        help="Demonstrations from other tasks only, or from any other training episode (same task too).",
+    )
     b.set_defaults(func=_cmd_build_sft)
 
     a = commands.add_parser(

@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from dreamgym_env.config import EnvConfig
 from dreamgym_env.domains import Domain, get_domain
@@ -39,19 +39,24 @@ from dreamgym_env.types import Step, Task, Transition
 
 __all__ = [
     "MANIFEST_FILE",
+    "SPLIT_FILES",
     "SFTBuildConfig",
     "SFTBuildReport",
     "TransitionCase",
     "build_cases",
     "build_sft_dataset",
     "episodes_of",
+    "heldout_episodes",
     "load_manifest",
     "split_by_task",
+    "split_transitions",
     "target_output",
     "task_of",
 ]
 
 MANIFEST_FILE = "manifest.json"
+SPLIT_FILES = {"train": "train.jsonl", "eval": "eval.jsonl", "eval_episodes": "eval_episodes.jsonl"}
+"""Example files by split: training, held-out tasks, held-out episodes of training tasks."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,15 @@ class SFTBuildConfig:
         max_admissible_actions: Cap on the target's admissible actions (the env's
             ``max_admissible_actions``, which the output schema enforces at inference).
         empty_reasoning: Reasoning used for transitions no teacher has annotated.
+        heldout_tasks: Tasks to hold out (e.g. a game suite's held-out games); when given,
+            ``eval_fraction`` is not used.
+        eval_episodes_per_task: Episodes of each *training* task held out as well (a seeded pick),
+            written to ``eval_episodes.jsonl``: they measure how well the model simulates worlds it
+            was trained on, on trajectories it never saw.
+        demonstrations: Where demonstrations come from. ``"other_tasks"``: training transitions of
+            other tasks only (the model must generalise across tasks). ``"other_episodes"``: any
+            training transition outside the example's own episode, so other episodes of the same task
+            are shown, as a buffer of a task's offline data serves them at inference.
     """
 
     domain: str = "textworld"
@@ -78,8 +92,18 @@ class SFTBuildConfig:
     max_prompt_chars: int | None = None
     max_admissible_actions: int = 64
     empty_reasoning: str = ""
+    heldout_tasks: tuple[str, ...] = ()
+    eval_episodes_per_task: int = 0
+    demonstrations: Literal["other_tasks", "other_episodes"] = "other_tasks"
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "heldout_tasks", tuple(self.heldout_tasks))
+        if self.demonstrations not in ("other_tasks", "other_episodes"):
+            raise ConfigError(
+                f"demonstrations must be 'other_tasks' or 'other_episodes', got {self.demonstrations!r}."
+            )
+        if self.eval_episodes_per_task < 0:
+            raise ConfigError(f"eval_episodes_per_task must be >= 0, got {self.eval_episodes_per_task}.")
         if not 0.0 < self.eval_fraction < 1.0:
             raise ConfigError(f"eval_fraction must be in (0, 1), got {self.eval_fraction}.")
         if self.top_k < 0 or (self.history_window is not None and self.history_window < 0):
@@ -120,6 +144,8 @@ class SFTBuildReport:
     dropped_long: int
     annotated: int
     settings: dict[str, Any] = field(default_factory=dict)
+    eval_episode_examples: int = 0
+    eval_episodes: list[str] = field(default_factory=list)
 
 
 def task_of(transition: Transition) -> Task:
@@ -181,6 +207,51 @@ def split_by_task(
     return sorted(ids[n_eval:]), sorted(ids[:n_eval])
 
 
+def heldout_episodes(transitions: Iterable[Transition], per_task: int, seed: int = 0) -> list[str]:
+    """A seeded pick of ``per_task`` episodes of every task (all but one when a task has fewer)."""
+    if per_task <= 0:
+        return []
+    by_task: dict[str, set[str]] = defaultdict(set)
+    for t in transitions:
+        by_task[t.task_id].add(t.episode_id)
+    picked: list[str] = []
+    for task_id in sorted(by_task):
+        episodes = sorted(by_task[task_id])
+        n = min(per_task, len(episodes) - 1)
+        picked += random.Random(f"{seed}:{task_id}").sample(episodes, n) if n > 0 else []
+    return sorted(picked)
+
+
+def split_transitions(
+    transitions: Sequence[Transition], config: SFTBuildConfig
+) -> tuple[dict[str, list[Transition]], list[str], list[str], list[str]]:
+    """The grounded transitions of ``config.domain`` by split, with the train/eval task ids and eval episodes.
+
+    Splits: ``train``; ``eval`` (held-out tasks); ``eval_episodes`` (held-out episodes of training tasks).
+    """
+    grounded = [t for t in transitions if t.domain == config.domain and t.source in ("offline", "real")]
+    if not grounded:
+        raise DataFormatError(
+            f"no real or offline {config.domain!r} transitions to build SFT data from; collect real "
+            "transitions into the buffer first",
+        )
+    all_tasks = {t.task_id for t in grounded}
+    if config.heldout_tasks:
+        eval_set = set(config.heldout_tasks) & all_tasks
+        train_ids, eval_ids = sorted(all_tasks - eval_set), sorted(eval_set)
+    else:
+        train_ids, eval_ids = split_by_task(all_tasks, config.eval_fraction, config.seed)
+    train_set = set(train_ids)
+    in_train = [t for t in grounded if t.task_id in train_set]
+    episodes = set(heldout_episodes(in_train, config.eval_episodes_per_task, config.seed))
+    splits = {
+        "train": [t for t in in_train if t.episode_id not in episodes],
+        "eval": [t for t in grounded if t.task_id not in train_set],
+        "eval_episodes": [t for t in in_train if t.episode_id in episodes],
+    }
+    return splits, train_ids, eval_ids, sorted(episodes)
+
+
 class DemonstrationIndex:
     """Top-k similar transitions from *training* tasks, never from the query's own task.
 
@@ -188,17 +259,31 @@ class DemonstrationIndex:
     default buffer) holding only training transitions.
     """
 
-    def __init__(self, transitions: Sequence[Transition]) -> None:
+    def __init__(
+        self,
+        transitions: Sequence[Transition],
+        scope: Literal["other_tasks", "other_episodes"] = "other_tasks",
+    ) -> None:
         from dreamgym_env.buffer import ReplayBuffer
 
+        self.scope = scope
         self._buffer = ReplayBuffer.open(":memory:", dedup="episode")
         if transitions:
             self._buffer.add_many(list(transitions))
 
     def retrieve(self, transition: Transition, k: int) -> tuple[Transition, ...]:
-        """Up to ``k`` demonstrations for ``transition`` from other tasks, best first."""
+        """Up to ``k`` demonstrations for ``transition`` (from other tasks, or other episodes), best first."""
         if k <= 0:
             return ()
+        if self.scope == "other_episodes":
+            hits = self._buffer.search(
+                transition.state,
+                transition.action,
+                k,
+                domain=transition.domain,
+                exclude_episode=transition.episode_id,
+            )
+            return tuple(h.transition for h in hits)[:k]
         hits = self._buffer.search(transition.state, transition.action, 4 * k + 8, domain=transition.domain)
         return tuple(h.transition for h in hits if h.transition.task_id != transition.task_id)[:k]
 
@@ -256,26 +341,16 @@ def build_sft_dataset(
     """
     config = config or SFTBuildConfig()
     domain: Domain = get_domain(config.domain)
-    grounded = [t for t in transitions if t.domain == domain.name and t.source in ("offline", "real")]
-    if not grounded:
-        raise DataFormatError(
-            f"no real or offline {domain.name!r} transitions to build SFT data from; collect real "
-            "transitions "
-            "into the buffer first",
-        )
-    train_ids, eval_ids = split_by_task((t.task_id for t in grounded), config.eval_fraction, config.seed)
-    train_set = set(train_ids)
-    train_t = [t for t in grounded if t.task_id in train_set]
-    eval_t = [t for t in grounded if t.task_id not in train_set]
+    splits, train_ids, eval_ids, eval_episodes = split_transitions(list(transitions), config)
     model = ExperienceModel(domain, ScriptedBackend(), config.env_config())
-    index = DemonstrationIndex(train_t)
+    index = DemonstrationIndex(splits["train"], config.demonstrations)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    counts = {"train": 0, "eval": 0}
+    counts = dict.fromkeys(SPLIT_FILES, 0)
     dropped = 0
     try:
-        for split, items in (("train", train_t), ("eval", eval_t)):
-            with (out / f"{split}.jsonl").open("w", encoding="utf-8") as f:
+        for split, items in splits.items():
+            with (out / SPLIT_FILES[split]).open("w", encoding="utf-8") as f:
                 for case in build_cases(items, index, config.top_k):
                     example = _example(model, case, config)
                     if (
@@ -294,8 +369,10 @@ def build_sft_dataset(
         train_tasks=train_ids,
         eval_tasks=eval_ids,
         dropped_long=dropped,
-        annotated=sum(1 for t in grounded if t.reasoning),
+        annotated=sum(1 for items in splits.values() for t in items if t.reasoning),
         settings=asdict(config),
+        eval_episode_examples=counts["eval_episodes"],
+        eval_episodes=eval_episodes,
     )
     (out / MANIFEST_FILE).write_text(json.dumps(asdict(report), indent=1) + "\n", encoding="utf-8")
     return report
