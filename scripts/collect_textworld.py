@@ -25,11 +25,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from dreamgym_env.buffer import ReplayBuffer
-from dreamgym_env.real.textworld import TextWorldRealEnv, make_games
-from dreamgym_env.types import Transition
+from dreamgym_env.real.textworld import make_games, play_noisy_expert
 
 
 @dataclass
@@ -48,60 +45,6 @@ class Args:
     suite: str | None = None
     train_games: int = 256
     heldout_games: int = 40
-
-
-def play(
-    game: str, episodes: int, epsilon: float, max_steps: int, seed: int, split: str | None = None
-) -> list[Transition]:
-    """Every transition of ``episodes`` episodes of one game (the first one by the expert)."""
-    env = TextWorldRealEnv([game], max_steps=max_steps)
-    rng = np.random.default_rng(seed)
-    out: list[Transition] = []
-    try:
-        for episode in range(episodes):
-            state, info = env.reset(seed=seed * 1000 + episode, options={"game_file": game})
-            task = env.task
-            assert task is not None
-            eps = 0.0 if episode == 0 else epsilon
-            policy = "expert" if eps == 0 else f"expert+random({eps})"
-            for _ in range(max_steps):
-                admissible = list(info["admissible_actions"])
-                plan = list(info.get("expert_plan") or [])
-                if plan and rng.random() >= eps:
-                    action = plan[0]
-                else:
-                    action = str(rng.choice(admissible)) if admissible else "look"
-                _, reward, terminated, truncated, info = env.step(action)
-                out.append(
-                    Transition(
-                        domain="textworld",
-                        task_id=task.task_id,
-                        task=task.instruction,
-                        episode_id=info["episode_id"],
-                        step=int(info["step"]) - 1,
-                        state=state,
-                        action=action,
-                        next_state=env.state,
-                        reward=reward,
-                        done=terminated,
-                        success=bool(info["success"]),
-                        source="real",
-                        metadata={
-                            "task_metadata": {},
-                            "admissible_actions": list(info["admissible_actions"]),
-                            "prev_admissible_actions": admissible,
-                            "policy": policy,
-                            "game_file": game,
-                            **({"suite_split": split} if split else {}),
-                        },
-                    )
-                )
-                state = env.state
-                if terminated or truncated:
-                    break
-    finally:
-        env.close()
-    return out
 
 
 def main() -> None:
@@ -142,7 +85,7 @@ def main() -> None:
     print(f"generated {len(games)} games in {time.monotonic() - started:.0f}s", flush=True)
     with ProcessPoolExecutor(args.workers) as pool:
         results = pool.map(
-            play,
+            play_noisy_expert,
             games,
             [args.episodes] * len(games),
             [args.epsilon] * len(games),

@@ -17,10 +17,23 @@ def _cmd_eval_fidelity(args: argparse.Namespace) -> int:
     from dreamgym_env.evaluation.runner import BASELINES, evaluate, load_eval_cases, model_predictor
     from dreamgym_env.experience.backends.openai_http import OpenAIBackend
 
-    cases, config = load_eval_cases(
-        args.buffer, args.data, limit=args.limit, seed=args.seed, split=args.split
-    )
-    print(f"{len(cases)} held-out transitions from {len({c.task.task_id for c in cases})} tasks", flush=True)
+    if bool(args.games) == bool(args.data):
+        print(
+            "Give exactly one of --data (an SFT split, with --buffer) and --games (a folder of game files)."
+        )
+        return 2
+    if args.games:
+        cases, config = _cases_from_games(args)
+        where = f"real games in {args.games}"
+    else:
+        if not args.buffer:
+            print("--data needs --buffer, the replay buffer the SFT data was built from.")
+            return 2
+        cases, config = load_eval_cases(
+            args.buffer, args.data, limit=args.limit, seed=args.seed, split=args.split
+        )
+        where = f"held-out split {args.split!r}"
+    print(f"{len(cases)} transitions from {len({c.task.task_id for c in cases})} tasks ({where})", flush=True)
     runs: list[tuple[str, Any, Any]] = [(name, BASELINES[name], None) for name in args.baseline]
     if args.model:
         backend = OpenAIBackend(
@@ -67,17 +80,63 @@ def _cmd_eval_fidelity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cases_from_games(args: argparse.Namespace) -> tuple[list[Any], Any]:
+    import random
+
+    from dreamgym_env.evaluation.games import cases_from_games, find_games
+    from dreamgym_env.serving.shipped import prompt_settings
+    from dreamgym_env.training.sft_data import SFTBuildConfig
+
+    window, top_k = prompt_settings(args.model)
+    config = SFTBuildConfig(
+        domain="textworld",
+        history_window=window if args.history_window is None else args.history_window,
+        top_k=top_k if args.top_k is None else args.top_k,
+    )
+    cases = cases_from_games(
+        find_games(args.games),
+        config,
+        buffer_path=args.buffer,
+        episodes=args.episodes,
+        epsilon=args.epsilon,
+        max_steps=args.max_steps,
+        seed=args.seed,
+    )
+    if args.limit is not None and len(cases) > args.limit:
+        cases = random.Random(args.seed).sample(cases, args.limit)
+    return cases, config
+
+
 def add_evaluation_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``eval-fidelity`` to the ``dreamgym`` command."""
     p = commands.add_parser(
         "eval-fidelity",
         help="Replay held-out real transitions through a served experience model and baselines.",
         description="Score next-state, done/success, admissible-action agreement and parse failures on the "
-        "held-out tasks of an SFT split (`dreamgym build-sft`). Writes NAME.fidelity.json, "
+        "held-out tasks of an SFT split (`dreamgym build-sft`), or on real TextWorld games played now "
+        "(--games DIR). Writes NAME.fidelity.json, "
         "NAME.predictions.jsonl, fidelity.md and fidelity.png into --out.",
     )
-    p.add_argument("--buffer", required=True, help="Replay buffer the SFT data was built from.")
-    p.add_argument("--data", required=True, help="SFT data folder (its manifest names the held-out tasks).")
+    p.add_argument(
+        "--buffer",
+        help="With --data: the replay buffer the SFT data was built from. With --games: the buffer the "
+        "simulator retrieves demonstrations from (as the env would).",
+    )
+    p.add_argument("--data", help="SFT data folder (its manifest names the held-out tasks).")
+    p.add_argument(
+        "--games",
+        help="A folder of real TextWorld game files (.z8/.ulx) to play now, instead of --data: each real "
+        "transition is asked of the simulator with the same history and retrieval.",
+    )
+    p.add_argument("--episodes", type=int, default=2, help="With --games: episodes per game (expert first).")
+    p.add_argument("--epsilon", type=float, default=0.4, help="With --games: noisy expert's random share.")
+    p.add_argument("--max-steps", type=int, default=30, help="With --games: steps per episode.")
+    p.add_argument(
+        "--history-window",
+        type=int,
+        help="With --games: history steps in each prompt (default: the shipped model's setting, else 1).",
+    )
+    p.add_argument("--top-k", type=int, help="With --games: demonstrations per prompt (default as above).")
     p.add_argument("--out", required=True, help="Results folder (shared by successive runs).")
     p.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="The served model's endpoint.")
     p.add_argument("--model", help="Served model name (omit to run baselines only).")

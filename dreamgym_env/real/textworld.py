@@ -14,14 +14,23 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dreamgym_env.domains import Domain
 from dreamgym_env.domains.textworld import TextWorldDomain, render_textworld_start, render_textworld_state
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.base import RealReset, RealStep, RealTextEnv
 from dreamgym_env.real.mapping import clean_game_text
-from dreamgym_env.types import Task
+from dreamgym_env.types import Task, Transition
 
-__all__ = ["TextGameEnv", "TextWorldRealEnv", "import_textworld", "make_games", "tasks_from_games"]
+__all__ = [
+    "TextGameEnv",
+    "TextWorldRealEnv",
+    "import_textworld",
+    "make_games",
+    "play_noisy_expert",
+    "tasks_from_games",
+]
 
 PathLike = str | os.PathLike[str]
 
@@ -283,3 +292,71 @@ def tasks_from_games(game_files: Sequence[PathLike]) -> list[Task]:
         return tasks
     finally:
         env.close()
+
+
+def play_noisy_expert(
+    game: PathLike,
+    episodes: int,
+    epsilon: float = 0.4,
+    max_steps: int = 30,
+    seed: int = 0,
+    split: str | None = None,
+) -> list[Transition]:
+    """Real transitions of one game: an expert episode, then ``episodes - 1`` noisy-expert ones.
+
+    The expert follows the engine's walkthrough from the current state; a noisy expert plays a random
+    admissible command instead with probability ``epsilon``, so the data holds refusals, detours and
+    losses as well as winning lines. Everything is seeded: the same arguments give the same
+    transitions. Each transition's metadata holds what ``dreamgym build-sft`` reads (``task_metadata``,
+    ``admissible_actions`` after the step, ``prev_admissible_actions`` before it), the policy, the game
+    file and, when given, the game's suite ``split``.
+    """
+    game = str(game)
+    env = TextWorldRealEnv([game], max_steps=max_steps)
+    rng = np.random.default_rng(seed)
+    out: list[Transition] = []
+    try:
+        for episode in range(episodes):
+            state, info = env.reset(seed=seed * 1000 + episode, options={"game_file": game})
+            task = env.task
+            assert task is not None
+            eps = 0.0 if episode == 0 else epsilon
+            policy = "expert" if eps == 0 else f"expert+random({eps})"
+            for _ in range(max_steps):
+                admissible = list(info["admissible_actions"])
+                plan = list(info.get("expert_plan") or [])
+                if plan and rng.random() >= eps:
+                    action = plan[0]
+                else:
+                    action = str(rng.choice(admissible)) if admissible else "look"
+                _, reward, terminated, truncated, info = env.step(action)
+                out.append(
+                    Transition(
+                        domain="textworld",
+                        task_id=task.task_id,
+                        task=task.instruction,
+                        episode_id=info["episode_id"],
+                        step=int(info["step"]) - 1,
+                        state=state,
+                        action=action,
+                        next_state=env.state,
+                        reward=reward,
+                        done=terminated,
+                        success=bool(info["success"]),
+                        source="real",
+                        metadata={
+                            "task_metadata": {},
+                            "admissible_actions": list(info["admissible_actions"]),
+                            "prev_admissible_actions": admissible,
+                            "policy": policy,
+                            "game_file": game,
+                            **({"suite_split": split} if split else {}),
+                        },
+                    )
+                )
+                state = env.state
+                if terminated or truncated:
+                    break
+    finally:
+        env.close()
+    return out

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Rebuild the shipped TextWorld experience model (dreamgym_env/models/textworld) from nothing:
+#   1. the game suite (256 training + 40 held-out games, fixed seeds) and real transitions of every game
+#      (an expert episode and 4 noisy-expert ones each, scripts/collect_textworld.py);
+#   2. SFT data: held-out games apart, one episode of each training game held out, each prompt with one
+#      history step and the most similar transition of another episode (`dreamgym build-sft`);
+#   3. a Llama-architecture model trained from scratch for a fixed number of optimizer steps and a fixed
+#      seed (`dreamgym train`), so the run does not depend on the machine's speed;
+#   4. the model copied into the package with manifest.json (data, seeds, checksum), then scored with
+#      `dreamgym eval-fidelity` on both held-out splits (served by vLLM) and the metrics added.
+#
+# Usage: scripts/build_textworld_model.sh    (about 75 minutes on 2 CPU cores; OUT=runs/textworld_model)
+# Knobs (environment): OUT STEPS TRAIN_GAMES HELDOUT_GAMES EPISODES SKIP_EVAL PYTHON
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${OUT:-runs/textworld_model}
+STEPS=${STEPS:-2000}
+TRAIN_GAMES=${TRAIN_GAMES:-256}
+HELDOUT_GAMES=${HELDOUT_GAMES:-40}
+EPISODES=${EPISODES:-5}
+HISTORY_WINDOW=1
+TOP_K=1
+SEED=0
+PYTHON=${PYTHON:-.venv/bin/python}
+DEST=dreamgym_env/models/textworld
+DREAMGYM=("$PYTHON" -m dreamgym_env.cli)
+ARCH=(--hidden-size 256 --heads 8 --kv-heads 4 --layers 4 --intermediate-size 688 --vocab-size 4096)
+export DREAMGYM_NO_PROGRESS=1 TOKENIZERS_PARALLELISM=false
+start=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - start ))s] $*"; }
+mkdir -p "$OUT"
+
+if [ ! -f "$OUT/buffer.sqlite" ]; then
+    stamp "1/4 suite and real transitions"
+    "$PYTHON" scripts/collect_textworld.py --suite "$OUT/suite" --train-games "$TRAIN_GAMES" \
+        --heldout-games "$HELDOUT_GAMES" --episodes "$EPISODES" --epsilon 0.4 --seed "$SEED" \
+        --out "$OUT/buffer.sqlite"
+fi
+
+stamp "2/4 SFT data"
+"${DREAMGYM[@]}" build-sft --buffer "$OUT/buffer.sqlite" --out "$OUT/sft" --history-window "$HISTORY_WINDOW" \
+    --top-k "$TOP_K" --heldout-tasks "$OUT/heldout_tasks.txt" --eval-episodes-per-task 1 \
+    --demonstrations other_episodes --seed "$SEED"
+
+stamp "3/4 training for $STEPS steps"
+"${DREAMGYM[@]}" train --data "$OUT/sft" --out "$OUT/model" --from-scratch --cpu --no-eval \
+    --max-steps "$STEPS" --batch-size 8 --lr 2e-3 --max-length 1536 --seed "$SEED" "${ARCH[@]}"
+
+stamp "4/4 packaging into $DEST"
+"$PYTHON" scripts/package_textworld_model.py --run "$OUT" --dest "$DEST"
+if [ -z "${SKIP_EVAL:-}" ]; then
+    "$PYTHON" scripts/package_textworld_model.py --run "$OUT" --dest "$DEST" --evaluate
+fi
+stamp "done"

@@ -1,0 +1,162 @@
+r"""Copy a trained TextWorld experience model into the package and record its manifest (and metrics).
+
+Usage (``scripts/build_textworld_model.sh`` calls both):
+    python scripts/package_textworld_model.py --run runs/textworld_model --dest dreamgym_env/models/textworld
+    python scripts/package_textworld_model.py --run runs/textworld_model --dest dreamgym_env/models/textworld \\
+        --evaluate
+
+The first form copies the model folder's weights (stored as float16, half the size; vLLM serves them in
+the dtype it is told), tokenizer and ``dreamgym_training.json``, and writes ``manifest.json``: the data
+(suite seed, games, transitions, examples), the seeds and steps, the final loss and the weights'
+SHA-256. ``--evaluate`` serves the packaged folder with vLLM's OpenAI server and scores it with
+``dreamgym eval-fidelity`` against the two model-free baselines on both held-out splits (held-out
+episodes of training games, held-out games); the tables go to ``<run>/results-<split>/fidelity.md`` and
+the figures into the manifest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from dreamgym_env.serving.shipped import weights_checksum
+
+FILES = (
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+)
+SPLITS = {"eval_episodes": "held-out episodes of training games", "eval": "held-out games"}
+
+
+def package(run: Path, dest: Path) -> dict[str, Any]:
+    """Copy the model into ``dest`` and write its manifest."""
+    from safetensors.torch import load_file, save_file
+
+    model = run / "model"
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in FILES:
+        if (model / name).is_file():
+            shutil.copy2(model / name, dest / name)
+    tensors = {k: v.half().contiguous() for k, v in load_file(str(model / "model.safetensors")).items()}
+    save_file(tensors, str(dest / "model.safetensors"), metadata={"format": "pt"})
+    training = json.loads((model / "dreamgym_training.json").read_text(encoding="utf-8"))
+    training["config"]["data_dir"] = "<run>/sft"
+    training["config"]["output_dir"] = "<run>/model"
+    training["result"]["output_dir"] = "<run>/model"
+    (dest / "dreamgym_training.json").write_text(json.dumps(training, indent=1) + "\n", encoding="utf-8")
+    sft = json.loads((run / "sft" / "manifest.json").read_text(encoding="utf-8"))
+    suite = json.loads((run / "suite" / "suite.json").read_text(encoding="utf-8"))
+    manifest = {
+        "name": "textworld",
+        "rebuild": "scripts/build_textworld_model.sh",
+        "data": {
+            "suite_seed": suite["seed"],
+            "train_games": sum(g["split"] == "train" for g in suite["games"]),
+            "heldout_games": sum(g["split"] == "heldout" for g in suite["games"]),
+            "recipes": sorted({g["challenge"] for g in suite["games"]}),
+            "train_examples": sft["train_examples"],
+            "eval_episode_examples": sft["eval_episode_examples"],
+            "eval_examples": sft["eval_examples"],
+            "sft_settings": sft["settings"],
+        },
+        "training": {
+            "steps": training["result"]["steps"],
+            "seed": training["config"]["seed"],
+            "batch_size": training["config"]["batch_size"],
+            "learning_rate": training["config"]["learning_rate"],
+            "architecture": training["config"]["scratch"],
+            "parameters": training["result"]["parameters"],
+            "train_loss": training["result"]["train_loss"],
+            "seconds": training["result"]["seconds"],
+        },
+        "weights_sha256": weights_checksum(dest),
+        "metrics": {},
+    }
+    old = dest / "manifest.json"
+    if old.is_file():
+        previous = json.loads(old.read_text(encoding="utf-8"))
+        if previous.get("weights_sha256") == manifest["weights_sha256"]:
+            manifest["metrics"] = previous.get("metrics", {})
+    (dest / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return manifest
+
+
+def evaluate(run: Path, dest: Path, limit: int | None) -> dict[str, Any]:
+    """Serve ``dest`` and score it and the baselines on both held-out splits; return the metrics."""
+    from dreamgym_env.cli import main
+    from dreamgym_env.serving import SMOKE_SERVER_ARGS, VLLMServer
+
+    metrics: dict[str, Any] = {}
+    extra = ["--limit", str(limit)] if limit else []
+    with VLLMServer(
+        dest,
+        served_model_name="textworld",
+        max_model_len=2048,
+        extra_args=SMOKE_SERVER_ARGS,
+        log_path=str(run / "vllm-textworld.log"),
+    ) as server:
+        print(f"serving at {server.base_url} (started in {server.startup_seconds:.0f}s)", flush=True)
+        for split, label in SPLITS.items():
+            out = run / f"results-{split}"
+            shutil.rmtree(out, ignore_errors=True)
+            args = [
+                "eval-fidelity",
+                "--buffer",
+                str(run / "buffer.sqlite"),
+                "--data",
+                str(run / "sft"),
+                "--split",
+                split,
+                "--out",
+                str(out),
+                *extra,
+            ]
+            if main([*args, "--baseline", "repeat-state", "--baseline", "nearest-transition"]) != 0:
+                sys.exit(f"baselines failed on {split}")
+            if (
+                main([*args, "--base-url", server.base_url, "--model", "textworld", "--max-tokens", "640"])
+                != 0
+            ):
+                sys.exit(f"model evaluation failed on {split}")
+            metrics[split] = {
+                "label": label,
+                **{
+                    p.name.removesuffix(".fidelity.json"): json.loads(p.read_text())
+                    for p in out.glob("*.fidelity.json")
+                },
+            }
+            print(f"\n## {label}\n" + (out / "fidelity.md").read_text(encoding="utf-8"), flush=True)
+    return metrics
+
+
+def main_cli() -> None:
+    """Package, or evaluate the packaged model."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--run", required=True, type=Path, help="The build's run folder (OUT of the script).")
+    parser.add_argument("--dest", required=True, type=Path, help="Package folder of the model.")
+    parser.add_argument("--evaluate", action="store_true", help="Serve and score the packaged model.")
+    parser.add_argument(
+        "--limit", type=int, default=400, help="Transitions scored per split (seeded sample)."
+    )
+    args = parser.parse_args()
+    if not args.evaluate:
+        manifest = package(args.run, args.dest)
+        print(f"packaged {args.dest} (sha256 {manifest['weights_sha256'][:16]}...)")
+        return
+    path = args.dest / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest["metrics"] = evaluate(args.run, args.dest, args.limit)
+    path.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main_cli()
