@@ -80,16 +80,21 @@ class NaiveOrder(Backend):
 
 
 def run_env(envs, steps: int) -> tuple[float, int, int]:
-    """Seconds, transitions and generated tokens of ``steps`` vector steps."""
+    """Seconds, transitions and generated tokens of ``steps`` vector steps.
+
+    Only model-predicted transitions count: a sub-env whose episode the model ended spends its next
+    step on the autoreset, which reports no ``usage``.
+    """
     envs.reset(seed=0)
     n = envs.num_envs
-    tokens = 0
+    tokens = transitions = 0
     start = time.perf_counter()
     for _ in range(steps):
         *_, infos = envs.step(["look"] * n)
         usage = infos.get("usage", {})
         tokens += sum(int(t) for t in usage.get("completion_tokens", []) if t is not None)
-    return time.perf_counter() - start, n * steps, tokens
+        transitions += int(infos["_usage"].sum()) if "_usage" in infos else 0
+    return time.perf_counter() - start, transitions, tokens
 
 
 def make_envs(server, n: int, mode: str = "native", backend: Backend | None = None):
@@ -173,7 +178,10 @@ def hit_rate(server, backend: Backend, episodes: int = 4, steps: int = 6) -> flo
     for seed in range(episodes):
         env.reset(seed=100 + seed)
         for _ in range(steps):
-            env.step("look")
+            *_, terminated, truncated, _ = env.step("look")
+            if terminated or truncated:  # the model may end an episode at any step
+                env.reset()
+    env.close()
     hits1, queries1 = prefix_counters(server)
     return (hits1 - hits0) / max(queries1 - queries0, 1)
 

@@ -42,7 +42,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    server = serve_smoke_model(port=args.port, train_seconds=args.train_seconds)
+    server = serve_smoke_model(port=args.port, train_steps=args.train_steps)
     print(
         f"SMOKE MODEL (a tiny model trained for seconds; its transitions are not meaningful) serving at "
         f"{server.base_url} as {server.model!r}; started in {server.startup_seconds:.1f}s.",
@@ -71,7 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--smoke", action="store_true", help="Build (once) and serve the tiny smoke model.")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--train-seconds", type=float, default=60.0, help="Smoke model training budget.")
+    serve.add_argument(
+        "--train-steps",
+        type=int,
+        default=None,
+        help="Smoke model optimizer steps, if it has to be built (default: the builder's, under a minute).",
+    )
     serve.set_defaults(func=_cmd_serve)
 
     for module_name, function in _COMMAND_GROUPS:

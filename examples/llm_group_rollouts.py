@@ -70,7 +70,7 @@ def main(args: Args) -> list[dict[str, Any]]:
         if args.smoke:
             from dreamgym_env.serving import serve_smoke_model
 
-            print("Serving the SMOKE MODEL (tiny, trained for a minute here): a plumbing check, not a skill.")
+            print("Serving the SMOKE MODEL (tiny, trained here in seconds): a plumbing check, not a skill.")
             server = stack.enter_context(serve_smoke_model())
             base_url, model = server.base_url, server.model
         if not base_url or not model:

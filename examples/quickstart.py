@@ -69,7 +69,7 @@ def main(args: Args) -> None:
         if args.smoke:
             from dreamgym_env.serving import serve_smoke_model
 
-            print("Building/serving the SMOKE MODEL: a tiny model trained for a minute on this machine.")
+            print("Building/serving the SMOKE MODEL: a tiny model trained here in under a minute.")
             print("It checks the plumbing end to end; its simulated worlds are not meaningful.\n")
             server = stack.enter_context(serve_smoke_model())
             base_url, model = server.base_url, server.model

@@ -126,8 +126,13 @@ def test_cli_import_stats_search_export(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)[0]["action"] == "click[item 4]"
     assert run("export", db, str(tmp_path / "out.jsonl")) == 0
     assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 10
-    assert run("import", db, str(src), "--strict", "--quiet") == 1
-    assert "line 13" in capsys.readouterr().err or True
+    # Strict mode names the bad record's file and line, and writes nothing, not even the good records.
+    strict_db = str(tmp_path / "strict.sqlite")
+    assert run("import", strict_db, str(src), "--strict", "--quiet") == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and f"{src}:13: not valid JSON" in err, err
+    assert run("stats", strict_db, "--json") == 0
+    assert json.loads(capsys.readouterr().out)["transitions"] == 0
 
 
 def test_embeddings_are_stored_normalised(tmp_path):

@@ -8,7 +8,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import dreamgym_env
+from dreamgym_env._runner import run_sync
 from dreamgym_env.errors import ServerUnreachableError
+from dreamgym_env.types import Step
+from tests._grammar import answer_token_bound
 
 pytestmark = pytest.mark.integration
 
@@ -44,25 +47,45 @@ def make_env(vllm_server):
     return _make
 
 
+# Caps under which the grammar's bound on an answer's tokens fits max_tokens beside the prompt: with
+# max_tokens at that bound no answer is cut, whatever the smoke model generates. (The grammar allows
+# an empty next_state, which the env rejects: parse retries cover that.)
+STRICT = dict(max_state_chars=80, max_reasoning_chars=48, max_admissible_actions=3, max_action_chars=24)
+STRICT["max_tokens"] = answer_token_bound(
+    STRICT["max_reasoning_chars"],
+    STRICT["max_state_chars"],
+    STRICT["max_admissible_actions"],
+    STRICT["max_action_chars"],
+)
+
+
 @pytest.mark.parametrize("env_id", sorted(dreamgym_env.BUILTIN_IDS))
 def test_episode_through_gymnasium_make(make_env, env_id):
-    env = make_env(env_id, max_steps=3, on_invalid_output="raise", parse_retries=3)
+    env = make_env(env_id, max_steps=3, on_invalid_output="raise", parse_retries=3, **STRICT)
+    sim = env.unwrapped
     obs, info = env.reset(seed=0)
-    prompt_tokens = []
+    expected = []
     for step in range(1, 4):
-        obs, reward, terminated, truncated, info = env.step(pick_action(env_id, info))
+        action = pick_action(env_id, info)
+        expected.append(Step(state=obs, action=action))
+        obs, reward, terminated, truncated, info = env.step(action)
         assert isinstance(obs, str) and obs
         assert env.observation_space.contains(obs)
         assert info["step"] == step and info["simulated"] is True and info["source"] == "sim"
         assert isinstance(info["reasoning"], str)
         assert reward in (0.0, 1.0) and reward == float(info["success"])
-        prompt_tokens.append(info["usage"]["prompt_tokens"])
+        assert info["usage"]["prompt_tokens"] > 0
+        assert sim.history == expected  # every parsed transition joins the history, in order
         if terminated or truncated:
             break
     assert step == 3 or terminated
-    # The history is in the prompt: each step's prompt is longer than the last.
-    assert prompt_tokens == sorted(prompt_tokens) and len(set(prompt_tokens)) == len(prompt_tokens)
     assert truncated or terminated
+    # The history is in the prompt: the next request shows every earlier state and action, in order.
+    # (Prompt lengths prove nothing: the current state's listed actions may shrink from step to step.)
+    request = sim.model.build_request(sim.task, sim.history, [], obs, "look", info["admissible_actions"])
+    user, at = request.messages[-1]["content"], 0
+    for past in expected:
+        at = user.index(f"{past.state}\nAction: {past.action}\n", at) + 1  # ValueError: missing
     env.close()
 
 
@@ -72,16 +95,32 @@ def test_check_env_against_server(make_env):
 
 
 def test_seeded_greedy_episodes_repeat(make_env):
+    """Two greedy runs from one seed get the same transitions, however soon the model ends an episode.
+
+    Each run makes exactly three model requests: an episode the model ends (``done`` is whatever the
+    smoke model says) or that hits ``max_steps`` is followed by ``reset()``, whose next task comes from
+    the env's seeded RNG. The raw answer shows in the compared fields (reasoning, admissible actions,
+    completion tokens, or the parse error under ``fail_state``), so differing answers fail the test.
+    """
+
     def run():
         env = make_env("DreamGym/ALFWorld-v0", temperature=0.0, max_steps=2, on_invalid_output="fail_state")
         obs, info = env.reset(seed=7)
         trace = [obs]
-        for _ in range(2):
-            obs, reward, *_, info = env.step(pick_action("DreamGym/ALFWorld-v0", info))
-            trace.append((obs, reward))
+        for _ in range(3):
+            obs, reward, terminated, truncated, info = env.step(pick_action("DreamGym/ALFWorld-v0", info))
+            assert info["usage"]["prompt_tokens"] > 0  # the model was asked (a grammatical action)
+            answer = (info["reasoning"], info["admissible_actions"], info.get("model_error"))
+            trace.append((obs, reward, terminated, truncated, answer, info["usage"]["completion_tokens"]))
+            if terminated or truncated:
+                obs, info = env.reset()
+                trace.append(obs)
+        env.close()
         return trace
 
-    assert run() == run()
+    first = run()
+    assert len([t for t in first if isinstance(t, tuple)]) == 3
+    assert run() == first
 
 
 def test_vector_env_against_server(vllm_server):
@@ -157,22 +196,23 @@ def test_step_latency_is_mostly_server_time(make_env):
 
 
 def test_prefix_cache_reuses_the_previous_step(make_env):
-    """vLLM reports cached prompt tokens: step t+1 reuses step t's prompt up to its history."""
+    """vLLM reports cached prompt tokens: step t+1's request reuses step t's prompt up to its history.
+
+    The first request is a real ``step``. The second is the request the env's experience model builds
+    for the next step from the env's history and state, sent through the env's backend directly: the
+    smoke model may have ended the episode (its ``done`` is noise), and this way it cannot matter.
+    """
     env = make_env("DreamGym/ALFWorld-v0", on_invalid_output="fail_state", max_steps=10)
-    # The smoke model's predictions are random, so an episode may end after one step;
-    # try a few seeds until one episode yields two consecutive steps.
-    usages: list[dict] = []
-    for seed in range(3, 13):
-        env.reset(seed=seed)
-        usages = []
-        for action in ["look", "inventory", "look"]:
-            _, _, terminated, truncated, info = env.step(action)
-            usages.append(info["usage"])
-            if terminated or truncated:
-                break
-        if len(usages) >= 2:
-            break
-    assert len(usages) >= 2, "no episode lasted two steps in ten seeds"
-    first, second = usages[0], usages[1]
+    sim = env.unwrapped
+    start, _ = env.reset(seed=3)
+    obs, _, _, _, info = env.step("look")
+    first = info["usage"]
+    # The env's history after a parsed answer (an unparsable one, under fail_state, adds none).
+    history = [Step(state=start, action="look")]
+    assert sim.history in ([], history)
+    request = sim.model.build_request(sim.task, history, [], obs, "inventory", info["admissible_actions"])
+    second = run_sync(sim.backend.acomplete(request)).usage()
+    env.close()
+    assert second["prompt_tokens"] > first["prompt_tokens"]  # it extends the first prompt
     assert second["cached_tokens"] is not None, "server should run with --enable-prompt-tokens-details"
     assert second["cached_tokens"] >= 0.8 * first["prompt_tokens"] - 32  # block-granular caching

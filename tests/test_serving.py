@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -22,6 +23,7 @@ from dreamgym_env.errors import ConfigError, ServerStartError
 from dreamgym_env.experience.schema import ExperienceOutput, output_json_schema
 from dreamgym_env.serving import VLLMServer, build_tiny_model, default_smoke_model_dir, tiny_model
 from dreamgym_env.serving.tiny_model import MARKER_FILE, SmokeModelSpec, is_complete
+from tests._grammar import answer_token_bound
 
 # ------------------------------------------------------------------------------------------ unit
 
@@ -37,19 +39,22 @@ def test_spec_rejects_unsupported_arch_and_head_dim():
         SmokeModelSpec(arch="gpt2")
     with pytest.raises(ConfigError, match="head size"):
         SmokeModelSpec(hidden_size=64, num_attention_heads=4)  # head_dim 16 crashes vLLM's CPU attention
-    with pytest.raises(ConfigError, match="train_seconds"):
-        SmokeModelSpec(train_seconds=-1)
+    with pytest.raises(ConfigError, match="train_steps"):
+        SmokeModelSpec(train_steps=-1)
+    with pytest.raises(ConfigError, match="whole number"):
+        SmokeModelSpec(train_steps=2.5)
 
 
 def test_digest_tracks_parameters_and_builder_version(monkeypatch):
     base = SmokeModelSpec()
     assert base.digest() == SmokeModelSpec().digest()
     assert base.digest() != SmokeModelSpec(seed=1).digest()
-    assert base.digest() != SmokeModelSpec(train_seconds=5).digest()
+    assert base.digest() != SmokeModelSpec(train_steps=5).digest()
     before = base.digest()
     monkeypatch.setattr(tiny_model, "BUILDER_VERSION", "999")
     assert base.digest() != before
-    assert SmokeModelSpec(train_seconds=60).digest() == SmokeModelSpec(train_seconds=60.0).digest()
+    assert SmokeModelSpec(train_steps=60).digest() == SmokeModelSpec(train_steps=60.0).digest()
+    assert SmokeModelSpec().train_steps == tiny_model.DEFAULT_TRAIN_STEPS
 
 
 def test_is_complete_needs_matching_marker_and_every_file(tmp_path):
@@ -78,14 +83,15 @@ def test_build_is_idempotent_and_replaces_stale_builds(tmp_path, monkeypatch):
     target.mkdir()
     (target / "leftover.bin").write_text("from an interrupted build")
 
-    assert build_tiny_model(target, train_seconds=1) == target
+    assert build_tiny_model(target, train_steps=1) == target
     assert len(calls) == 1 and not (target / "leftover.bin").exists()
     marker = json.loads((target / MARKER_FILE).read_text())
-    assert marker["digest"] == SmokeModelSpec(train_seconds=1).digest() and marker["train_steps"] == 0
+    assert marker["digest"] == SmokeModelSpec(train_steps=1).digest() and marker["train_steps"] == 0
+    assert marker["spec"]["train_steps"] == 1 and marker["spec"]["seed"] == 0
 
-    build_tiny_model(target, train_seconds=1)
+    build_tiny_model(target, train_steps=1)
     assert len(calls) == 1  # reused
-    build_tiny_model(target, train_seconds=2)
+    build_tiny_model(target, train_steps=2)
     assert len(calls) == 2  # other parameters: rebuilt
     assert [p.name for p in tmp_path.iterdir()] == ["model"]  # no staging folders left behind
 
@@ -99,6 +105,37 @@ def test_failed_build_leaves_target_untouched(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="out of memory"):
         build_tiny_model(tmp_path / "model")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.integration
+def test_two_builds_save_identical_weights(tmp_path):
+    """Seeded, step-bounded, deterministic training: a second build, in a fresh process whose torch
+    has another thread count, saves the same bytes; the marker records their checksum."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    pytest.importorskip("tokenizers")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        first = build_tiny_model(tmp_path / "first", train_steps=12, seed=3)
+        assert torch.get_num_threads() == 2  # the build's fixed thread count was undone
+    finally:
+        torch.set_num_threads(threads)
+    script = (
+        "import sys, torch; torch.set_num_threads(3); "
+        "from dreamgym_env.serving import build_tiny_model; "
+        "build_tiny_model(sys.argv[1], train_steps=12, seed=3)"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "123"}
+    subprocess.run([sys.executable, "-c", script, str(tmp_path / "second")], check=True, env=env, timeout=600)
+    markers = [json.loads((tmp_path / name / MARKER_FILE).read_text()) for name in ("first", "second")]
+    checksum = tiny_model.weights_checksum(first)
+    assert checksum == tiny_model.weights_checksum(tmp_path / "second")
+    for marker in markers:
+        assert marker["weights_sha256"] == checksum
+        assert marker["train_steps"] == 12 and marker["seed"] == 3
+        assert isinstance(marker["final_loss"], float) and marker["final_loss"] > 0
+    assert markers[0]["final_loss"] == markers[1]["final_loss"]
 
 
 def test_default_dir_follows_env_var(monkeypatch, tmp_path):
@@ -214,7 +251,9 @@ def test_lifecycle_stop_and_kill(tmp_path):
 
 # ----------------------------------------------------------------------------------- integration
 
-CAPS = dict(max_reasoning_chars=160, max_state_chars=240, max_actions=5, max_action_chars=40)
+CAPS = dict(max_reasoning_chars=100, max_state_chars=160, max_actions=4, max_action_chars=30)
+# Caps so small that any answer fits in 300 tokens (for a prompt near the context length).
+TINY_CAPS = dict(max_reasoning_chars=8, max_state_chars=8, max_actions=0, max_action_chars=8)
 
 
 def _response_format(**caps: int) -> dict[str, object]:
@@ -269,7 +308,8 @@ def test_structured_answers_parse_and_respect_caps(openai_client, vllm_server):
 
     def ask(seed):
         return openai_client.chat.completions.create(
-            model=vllm_server.model, messages=_messages(seed, history_steps=seed % 6), max_tokens=300,
+            model=vllm_server.model, messages=_messages(seed, history_steps=seed % 6),
+            max_tokens=answer_token_bound(**CAPS),
             temperature=0.0, response_format=_response_format(**CAPS),
         )  # fmt: skip
 
@@ -284,13 +324,14 @@ def test_structured_answers_parse_and_respect_caps(openai_client, vllm_server):
 
 @pytest.mark.integration
 def test_sampled_answers_stay_bounded(openai_client, vllm_server):
-    """At temperature 1 the grammar still bounds every answer well below max_tokens.
+    """At temperature 1 the grammar still bounds every answer, below its worst-case token count.
 
     xgrammar 0.2.8 lets raw control characters (U+0000-U+001F except LF and CR) into JSON strings,
     which strict JSON parsers reject, so this test parses leniently; clients should too.
     """
     reply = openai_client.chat.completions.create(
-        model=vllm_server.model, messages=_messages(3), max_tokens=300, temperature=1.0, n=16, seed=0,
+        model=vllm_server.model, messages=_messages(3), max_tokens=answer_token_bound(**CAPS),
+        temperature=1.0, n=16, seed=0,
         response_format=_response_format(**CAPS),
     )  # fmt: skip
     for choice in reply.choices:
@@ -305,8 +346,9 @@ def test_long_prompt_fits_and_too_long_is_rejected(openai_client, vllm_server):
 
     reply = openai_client.chat.completions.create(
         model=vllm_server.model, messages=_messages(1, history_steps=60), max_tokens=300, temperature=0.0,
-        response_format=_response_format(**CAPS),
+        response_format=_response_format(**TINY_CAPS),
     )  # fmt: skip
+    assert answer_token_bound(**TINY_CAPS) <= 300
     assert 1500 <= reply.usage.prompt_tokens <= 3700, reply.usage.prompt_tokens
     ExperienceOutput.model_validate_json(reply.choices[0].message.content)
     with pytest.raises(openai.BadRequestError):

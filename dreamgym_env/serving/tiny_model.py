@@ -2,8 +2,8 @@
 
 No weights can be downloaded where the tests run, so the package builds its own model: a byte-level BPE
 tokenizer trained on the spot, a two-layer Llama-architecture network (about 0.15M parameters), and a
-minute of training on a synthetic corpus shaped like the env's real traffic: chat prompts of a few
-hundred to a few thousand characters whose answers are
+fixed number of seeded optimizer steps (under a minute on two CPU cores) on a synthetic corpus shaped
+like the env's real traffic: chat prompts of a few hundred to a few thousand characters whose answers are
 :class:`~dreamgym_env.experience.schema.ExperienceOutput` JSON objects with short strings. The model
 knows nothing about any world; what it learns is the *form*, so that under vLLM's structured decoding it
 closes its strings and ends its answer well before ``max_tokens``: end-to-end tests get real, valid
@@ -12,10 +12,18 @@ answers in a fraction of a second.
 The output directory is a plain ``save_pretrained`` folder that vLLM (GPU or CPU build) and
 transformers load. Building is idempotent: a marker file records the builder version and parameters,
 and a directory that already holds a matching, complete model is returned at once.
+
+Building is deterministic: the corpus, the tokenizer, the initial weights and the batch order come from
+``seed``, training runs exactly ``train_steps`` steps with torch's deterministic algorithms on a fixed
+number of threads, so two builds of one spec on the same kind of CPU save byte-identical weights. The
+marker records their sha256 (``weights_sha256``) and the final loss, so two machines can compare.
+(Across CPU instruction sets, e.g. AVX2 and AVX-512, the math libraries may pick kernels that round
+differently, and the weights may differ in their last bits.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -23,6 +31,7 @@ import random
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -38,15 +47,18 @@ from dreamgym_env.serving.hf_model import (
 
 __all__ = [
     "BUILDER_VERSION",
+    "BUILD_THREADS",
+    "DEFAULT_TRAIN_STEPS",
     "MARKER_FILE",
     "SmokeModelSpec",
     "build_tiny_model",
     "default_smoke_model_dir",
     "is_complete",
+    "weights_checksum",
 ]
 
 #: Bump when the corpus, tokenizer, architecture or training loop changes: cached models are rebuilt.
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"
 
 #: Written last, after every model file, so its presence means the build finished.
 MARKER_FILE = "dreamgym_smoke_model.json"
@@ -56,6 +68,15 @@ _REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokeni
 
 _ARCHITECTURES = ("llama", "qwen2")
 
+#: Optimizer steps of the default build: a build takes about 30 s on two idle CPU cores, about a
+#: minute on busy ones; enough for answers that close their strings and stop well before ``max_tokens``.
+DEFAULT_TRAIN_STEPS = 300
+
+#: Threads torch uses during a build. Fixed, because the thread count can change the order of float
+#: reductions, and with it the weights. One: the network is so small that more threads gain little,
+#: and on a busy machine they lose much (they wait for each other at every operation).
+BUILD_THREADS = 1
+
 
 @dataclass(frozen=True)
 class SmokeModelSpec:
@@ -63,8 +84,8 @@ class SmokeModelSpec:
 
     Attributes:
         arch: ``"llama"`` or ``"qwen2"``: both load in vLLM's CPU and GPU builds.
-        train_seconds: Wall-clock training budget; 0 leaves the weights random (loads, but rambles).
-        seed: Seeds the corpus, the initial weights and the batch order.
+        train_steps: Optimizer steps (batches of 8); 0 leaves the weights random (loads, but rambles).
+        seed: Seeds the corpus, the tokenizer's training text, the initial weights and the batch order.
         vocab_size: BPE vocabulary size, special tokens included.
         hidden_size: Model width. ``hidden_size / num_attention_heads`` must be a head size vLLM's CPU
             attention supports (32, 64, 80, ...); 64 with 2 heads gives 32.
@@ -78,7 +99,7 @@ class SmokeModelSpec:
     """
 
     arch: str = "llama"
-    train_seconds: float = 60.0
+    train_steps: int = DEFAULT_TRAIN_STEPS
     seed: int = 0
     vocab_size: int = 1024
     hidden_size: int = 64
@@ -89,11 +110,13 @@ class SmokeModelSpec:
     max_train_tokens: int = 384
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "train_seconds", float(self.train_seconds))  # 60 and 60.0: one digest
         if self.arch not in _ARCHITECTURES:
             raise ConfigError(f"arch={self.arch!r} is not supported; use one of {list(_ARCHITECTURES)}.")
-        if self.train_seconds < 0:
-            raise ConfigError(f"train_seconds must be >= 0, got {self.train_seconds}.")
+        if isinstance(self.train_steps, bool) or int(self.train_steps) != self.train_steps:
+            raise ConfigError(f"train_steps must be a whole number, got {self.train_steps!r}.")
+        object.__setattr__(self, "train_steps", int(self.train_steps))  # 300 and 300.0: one digest
+        if self.train_steps < 0:
+            raise ConfigError(f"train_steps must be >= 0, got {self.train_steps}.")
         check_head_size(self.hidden_size, self.num_attention_heads)
 
     def digest(self) -> str:
@@ -130,7 +153,7 @@ def is_complete(out_dir: str | os.PathLike[str], spec: SmokeModelSpec) -> bool:
 def build_tiny_model(
     out_dir: str | os.PathLike[str],
     *,
-    train_seconds: float = 60.0,
+    train_steps: int = DEFAULT_TRAIN_STEPS,
     arch: str = "llama",
     seed: int = 0,
 ) -> Path:
@@ -141,20 +164,20 @@ def build_tiny_model(
             builder version, nothing is done. Otherwise the model is built in a sibling temporary
             folder and moved into place, so an interrupted build never leaves a half-written model
             that looks complete.
-        train_seconds: Training budget in seconds on the CPU (60 gives answers that close their
-            strings and stop; 0 gives random weights).
+        train_steps: Optimizer steps (the default gives answers that close their strings and stop;
+            0 gives random weights).
         arch: ``"llama"`` or ``"qwen2"``.
-        seed: Seeds the corpus, weights and batch order. Training is time-bounded, so two builds
-            with the same seed on machines of different speed differ in how far they trained.
+        seed: Seeds the corpus, weights and batch order. Two builds with the same parameters save
+            the same weights (see the module docstring); the marker's ``weights_sha256`` says so.
 
     Returns:
         ``out_dir`` as a :class:`~pathlib.Path`, ready for ``vllm ... --model out_dir``.
 
     Raises:
         DependencyNotInstalled: torch, transformers or tokenizers is missing (extra ``cpu``).
-        ConfigError: An unsupported ``arch`` or a negative ``train_seconds``.
+        ConfigError: An unsupported ``arch`` or a negative ``train_steps``.
     """
-    spec = SmokeModelSpec(arch=arch, train_seconds=float(train_seconds), seed=seed)
+    spec = SmokeModelSpec(arch=arch, train_steps=train_steps, seed=seed)
     out = Path(out_dir).expanduser()
     if is_complete(out, spec):
         return out
@@ -349,40 +372,73 @@ def _import_training_stack() -> tuple[Any, Any, Any]:
 def _build(out: Path, spec: SmokeModelSpec) -> dict[str, Any]:
     torch, transformers, tokenizers = _import_training_stack()
     started = time.monotonic()
-    rng = random.Random(spec.seed)
-    torch.manual_seed(spec.seed)
-    examples = [_example(rng) for _ in range(3000)]
-    texts = [render_chat(msgs) for msgs, _ in examples] + [answer for _, answer in examples]
+    with _deterministic_torch(torch, spec.seed):
+        rng = random.Random(spec.seed)
+        examples = [_example(rng) for _ in range(3000)]
+        texts = [render_chat(msgs) for msgs, _ in examples] + [answer for _, answer in examples]
 
-    tok = train_bpe_tokenizer(
-        transformers,
-        tokenizers,
-        texts,
-        vocab_size=spec.vocab_size,
-        model_max_length=spec.max_position_embeddings,
-    )
-    model = causal_lm(
-        transformers,
-        tok,
-        arch=spec.arch,
-        hidden_size=spec.hidden_size,
-        intermediate_size=2 * spec.hidden_size,
-        num_hidden_layers=spec.num_hidden_layers,
-        num_attention_heads=spec.num_attention_heads,
-        num_key_value_heads=spec.num_key_value_heads,
-        max_position_embeddings=spec.max_position_embeddings,
-    )
+        tok = train_bpe_tokenizer(
+            transformers,
+            tokenizers,
+            texts,
+            vocab_size=spec.vocab_size,
+            model_max_length=spec.max_position_embeddings,
+        )
+        model = causal_lm(
+            transformers,
+            tok,
+            arch=spec.arch,
+            hidden_size=spec.hidden_size,
+            intermediate_size=2 * spec.hidden_size,
+            num_hidden_layers=spec.num_hidden_layers,
+            num_attention_heads=spec.num_attention_heads,
+            num_key_value_heads=spec.num_key_value_heads,
+            max_position_embeddings=spec.max_position_embeddings,
+        )
 
-    sequences = [_encode(tok, msgs, answer, spec.max_train_tokens) for msgs, answer in examples]
-    steps, loss = _train(torch, model, sequences, tok.pad_token_id, spec.train_seconds, rng)
+        sequences = [_encode(tok, msgs, answer, spec.max_train_tokens) for msgs, answer in examples]
+        loss = _train(torch, model, sequences, tok.pad_token_id, spec.train_steps, rng)
 
     save_for_vllm(model, tok, out)
     return {
         "parameters": sum(p.numel() for p in model.parameters()),
-        "train_steps": steps,
+        "train_steps": spec.train_steps,
+        "seed": spec.seed,
         "final_loss": loss,
+        "weights_sha256": weights_checksum(out),
+        "build_threads": BUILD_THREADS,
+        "torch_version": str(torch.__version__),
         "build_seconds": round(time.monotonic() - started, 1),
     }
+
+
+def weights_checksum(model_dir: str | os.PathLike[str]) -> str:
+    """The sha256 of ``model_dir``'s ``model.safetensors``: equal for two builds of one spec."""
+    digest = hashlib.sha256()
+    with open(Path(model_dir) / "model.safetensors", "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _deterministic_torch(torch: Any, seed: int) -> Iterator[None]:
+    """Seed torch, use its deterministic algorithms and :data:`BUILD_THREADS` threads; restore after.
+
+    The global RNG state is restored too, so building a model does not reseed the caller's torch.
+    """
+    threads = torch.get_num_threads()
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        torch.set_num_threads(BUILD_THREADS)
+        torch.use_deterministic_algorithms(True)
+        try:
+            yield
+        finally:
+            torch.use_deterministic_algorithms(was_deterministic, warn_only=warn_only)
+            torch.set_num_threads(threads)
 
 
 def _encode(tok: Any, messages: list[dict[str, str]], answer: str, limit: int) -> tuple[list[int], int]:
@@ -399,19 +455,18 @@ def _train(
     model: Any,
     sequences: list[tuple[list[int], int]],
     pad_id: int,
-    seconds: float,
+    steps: int,
     rng: random.Random,
     batch_size: int = 8,
-) -> tuple[int, float | None]:
-    if seconds <= 0:
-        return 0, None
-    threads = torch.get_num_threads()
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+) -> float | None:
+    """Run exactly ``steps`` AdamW steps on batches drawn by ``rng``; return the last batch's loss."""
+    if steps <= 0:
+        return None
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     model.train()
-    steps, loss_value, deadline = 0, None, time.monotonic() + seconds
+    loss_value = None
     try:
-        while time.monotonic() < deadline:
+        for _ in range(steps):
             batch = rng.sample(sequences, batch_size)
             width = max(len(ids) for ids, _ in batch)
             input_ids = torch.full((batch_size, width), pad_id)
@@ -425,8 +480,7 @@ def _train(
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()
-            steps, loss_value = steps + 1, float(loss.item())
+            loss_value = float(loss.item())
     finally:
-        torch.set_num_threads(threads)
         model.eval()
-    return steps, loss_value
+    return loss_value

@@ -338,7 +338,7 @@ def serve_smoke_model(
     port: int | None = None,
     *,
     model_dir: str | os.PathLike[str] | None = None,
-    train_seconds: float = 60.0,
+    train_steps: int | None = None,
     max_model_len: int = 4096,
     extra_args: Sequence[str] = (),
     startup_timeout: float = 300.0,
@@ -351,7 +351,8 @@ def serve_smoke_model(
     Args:
         port: TCP port; ``None`` picks a free one.
         model_dir: Where the model is (or will be) built; :func:`default_smoke_model_dir` by default.
-        train_seconds: Training budget if the model has to be built.
+        train_steps: Optimizer steps if the model has to be built; ``None``: the builder's default
+            (:data:`~dreamgym_env.serving.tiny_model.DEFAULT_TRAIN_STEPS`).
         max_model_len: Context window; the env's prompts need 2-4k tokens.
         extra_args: More server CLI arguments, after :data:`SMOKE_SERVER_ARGS` (a repeated flag
             overrides the earlier one).
@@ -362,11 +363,16 @@ def serve_smoke_model(
         DependencyNotInstalled: torch/transformers/tokenizers are missing and the model must be built.
         ServerStartError: The server did not start.
     """
-    from dreamgym_env.serving.tiny_model import build_tiny_model, default_smoke_model_dir
+    from dreamgym_env.serving.tiny_model import (
+        DEFAULT_TRAIN_STEPS,
+        build_tiny_model,
+        default_smoke_model_dir,
+    )
 
     if importlib.util.find_spec("vllm") is None:
         raise DependencyNotInstalled("vllm", "cpu", "Serving the smoke model")
-    directory = build_tiny_model(model_dir or default_smoke_model_dir(), train_seconds=train_seconds)
+    steps = DEFAULT_TRAIN_STEPS if train_steps is None else train_steps
+    directory = build_tiny_model(model_dir or default_smoke_model_dir(), train_steps=steps)
     server = VLLMServer(
         directory,
         served_model_name=SMOKE_MODEL_NAME,
