@@ -19,6 +19,10 @@ each training step sends all ``--num-envs`` model requests at once (``DummyVecEn
 by one); a real id trains on a ``DummyVecEnv`` of wrapped envs. A progress bar
 follows training; the success rate of training episodes is plotted to ``<out-dir>/success_rate.png``,
 and the trained policy is evaluated against a uniform random admissible policy on the held-out games.
+
+Other scripts reuse the pieces: ``build_model`` (one recipe whatever the env), ``continue_training``
+(go on training the same model on another env, e.g. real steps after simulated ones), ``make_env``,
+``make_train_envs`` and ``evaluate`` (``benchmarks/bench_sim_to_real.py``).
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ class Args:
     num_envs: int = 4
     total_timesteps: int = 6_000
     n_steps: int = 128
+    batch_size: int = 256  # capped at n_steps * num_envs
+    n_epochs: int = 10
     learning_rate: float = 1e-3
     ent_coef: float = 0.01
     eval_episodes: int = 48
@@ -139,9 +145,39 @@ def evaluate(model: Any, env: gym.Env, episodes: int, seed: int) -> float:
     return wins / episodes
 
 
-def main(args: Args) -> dict[str, Any]:
+def build_model(args: Args, vec_env: Any) -> Any:
+    """The learner, with the same hyperparameters whatever env it trains on."""
     from sb3_contrib import MaskablePPO
     from stable_baselines3 import PPO
+
+    algo = MaskablePPO if args.algo == "maskable_ppo" else PPO
+    return algo(
+        "MlpPolicy",
+        vec_env,
+        n_steps=args.n_steps,
+        batch_size=min(args.batch_size, args.n_steps * args.num_envs),
+        n_epochs=args.n_epochs,
+        learning_rate=args.learning_rate,
+        ent_coef=args.ent_coef,
+        gamma=0.97,
+        seed=args.seed,
+        verbose=0,
+    )
+
+
+def continue_training(model: Any, vec_env: Any, timesteps: int, callback: Any = None) -> Any:
+    """Train ``model`` on another env for ``timesteps`` more steps (sim-to-real: sim first, then real).
+
+    The policy, its optimiser state and the timestep count carry over; the new env must have the
+    same spaces and number of envs (``TextEmbedding(DiscreteActions(...))`` with the same
+    ``max_actions`` and fields, simulated or real). Every learn call collects whole rollouts of
+    ``n_steps * num_envs`` steps.
+    """
+    model.set_env(vec_env)  # resets the new env before its first rollout
+    return model.learn(total_timesteps=timesteps, callback=callback, reset_num_timesteps=False)
+
+
+def main(args: Args) -> dict[str, Any]:
     from stable_baselines3.common.callbacks import BaseCallback
     from tqdm.auto import tqdm
 
@@ -174,19 +210,7 @@ def main(args: Args) -> dict[str, Any]:
     train_games, held_out = generate_games(args)
     train_kwargs, eval_kwargs = env_kwargs(args, train_games), env_kwargs(args, held_out)
     vec_env = make_train_envs(args, train_kwargs)
-    algo = MaskablePPO if args.algo == "maskable_ppo" else PPO
-    batch_size = min(256, args.n_steps * args.num_envs)
-    model = algo(
-        "MlpPolicy",
-        vec_env,
-        n_steps=args.n_steps,
-        batch_size=batch_size,
-        learning_rate=args.learning_rate,
-        ent_coef=args.ent_coef,
-        gamma=0.97,
-        seed=args.seed,
-        verbose=0,
-    )
+    model = build_model(args, vec_env)
     tracker = SuccessTracker()
     started = time.perf_counter()
     model.learn(total_timesteps=args.total_timesteps, callback=tracker)
