@@ -32,22 +32,33 @@ def _cmd_envs(args: argparse.Namespace) -> int:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from dreamgym_env.serving import serve_smoke_model
+    from dreamgym_env.serving.shipped import SHIPPED_MODELS, recommended_env_kwargs, serve_shipped_model
 
-    if not args.smoke:
+    if args.model:
+        server = serve_shipped_model(args.model, port=args.port)
+        kwargs = ", ".join(f"{k}={v!r}" for k, v in recommended_env_kwargs(args.model).items())
         print(
+            f"{SHIPPED_MODELS[args.model]} serving at {server.base_url} as {server.model!r}; started in "
+            f"{server.startup_seconds:.1f}s.\n"
+            f'gymnasium.make("DreamGym/TextWorld-v0", base_url="{server.base_url}", {kwargs})',
+            flush=True,
+        )
+    elif args.smoke:
+        server = serve_smoke_model(port=args.port, train_steps=args.train_steps)
+        print(
+            f"SMOKE MODEL (a tiny model trained for seconds; its transitions are not meaningful) serving at "
+            f"{server.base_url} as {server.model!r}; started in {server.startup_seconds:.1f}s.",
+            flush=True,
+        )
+    else:
+        print(
+            f"Give --model NAME (a shipped model: {', '.join(sorted(SHIPPED_MODELS))}) or --smoke.\n"
             "To serve a real experience model, run vLLM itself, e.g.:\n"
             "  vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000\n"
-            "then set DREAMGYM_BASE_URL=http://127.0.0.1:8000/v1 DREAMGYM_MODEL=Qwen/Qwen2.5-7B-Instruct.\n"
-            "`dreamgym serve --smoke` serves a tiny locally built model for smoke tests.",
+            "then set DREAMGYM_BASE_URL=http://127.0.0.1:8000/v1 DREAMGYM_MODEL=Qwen/Qwen2.5-7B-Instruct.",
             file=sys.stderr,
         )
         return 2
-    server = serve_smoke_model(port=args.port, train_steps=args.train_steps)
-    print(
-        f"SMOKE MODEL (a tiny model trained for seconds; its transitions are not meaningful) serving at "
-        f"{server.base_url} as {server.model!r}; started in {server.startup_seconds:.1f}s.",
-        flush=True,
-    )
     print(f"export DREAMGYM_BASE_URL={server.base_url} DREAMGYM_MODEL={server.model}", flush=True)
     try:
         signal.sigwait({signal.SIGINT, signal.SIGTERM})
@@ -67,9 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
     envs.set_defaults(func=_cmd_envs)
 
     serve = commands.add_parser(
-        "serve", help="Serve an experience model with vLLM (--smoke: the tiny local one)."
+        "serve", help="Serve an experience model with vLLM (--model textworld: the shipped one; --smoke)."
     )
-    serve.add_argument("--smoke", action="store_true", help="Build (once) and serve the tiny smoke model.")
+    which = serve.add_mutually_exclusive_group()
+    which.add_argument("--smoke", action="store_true", help="Build (once) and serve the tiny smoke model.")
+    which.add_argument("--model", help="Serve a model shipped with the package (textworld).")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument(
         "--train-steps",

@@ -17,7 +17,16 @@ from typing import Any
 
 from dreamgym_env.errors import ConfigError
 
-__all__ = ["SHIPPED_MODELS", "prompt_settings", "shipped_model_dir", "weights_checksum"]
+__all__ = [
+    "SHIPPED_CONTEXT",
+    "SHIPPED_MAX_TOKENS",
+    "SHIPPED_MODELS",
+    "prompt_settings",
+    "recommended_env_kwargs",
+    "serve_shipped_model",
+    "shipped_model_dir",
+    "weights_checksum",
+]
 
 _ROOT = Path(__file__).resolve().parents[1] / "models"
 
@@ -71,3 +80,55 @@ def weights_checksum(folder: str | Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def recommended_env_kwargs(name: str) -> dict[str, Any]:
+    """The ``gymnasium.make`` keywords that reproduce a shipped model's training prompts and fit its context."""
+    window, top_k = prompt_settings(name)
+    return {"model": name, "history_window": window, "top_k": top_k, "max_tokens": SHIPPED_MAX_TOKENS}
+
+
+SHIPPED_MAX_TOKENS = 512
+"""Answer budget for a shipped model: its longest training answer is under 400 tokens, and prompt plus
+answer must fit :data:`SHIPPED_CONTEXT`."""
+
+SHIPPED_CONTEXT = 2048
+"""Context window a shipped model is served with (its position embeddings' length)."""
+
+
+def serve_shipped_model(
+    name: str,
+    *,
+    port: int | None = None,
+    startup_timeout: float = 300.0,
+    log_path: str | Path | None = None,
+    extra_args: tuple[str, ...] = (),
+) -> Any:
+    """Start vLLM's OpenAI server for a shipped model, served under its name (``model="textworld"``).
+
+    The caller owns the returned, running :class:`~dreamgym_env.serving.VLLMServer`. The server flags
+    are the smoke model's (compact JSON in structured decoding, cached-token counts in ``usage``).
+
+    Raises:
+        ConfigError: an unknown or incomplete shipped model.
+        DependencyNotInstalled: vLLM is not installed.
+        ServerStartError: the server did not start.
+    """
+    import importlib.util
+
+    from dreamgym_env.errors import DependencyNotInstalled
+    from dreamgym_env.serving.vllm_server import SMOKE_SERVER_ARGS, VLLMServer
+
+    folder = shipped_model_dir(name)
+    if importlib.util.find_spec("vllm") is None:
+        raise DependencyNotInstalled("vllm", "cpu", f"Serving the shipped {name} model")
+    server = VLLMServer(
+        folder,
+        served_model_name=name,
+        port=port,
+        max_model_len=SHIPPED_CONTEXT,
+        extra_args=[*SMOKE_SERVER_ARGS, *extra_args],
+        startup_timeout=startup_timeout,
+        log_path=log_path,
+    )
+    return server.start()

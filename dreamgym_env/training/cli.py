@@ -119,6 +119,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         seed=args.seed,
         evaluate=not args.no_eval,
         use_cpu=args.cpu,
+        group_by_length=args.group_by_length,
+        threads=args.threads,
     )
     if args.untrained:
         print(f"untrained model saved to {save_untrained(config)}")
@@ -216,6 +218,10 @@ def add_training_commands(commands: argparse._SubParsersAction) -> None:  # type
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--no-eval", action="store_true", help="Skip the held-out loss after training.")
     t.add_argument("--cpu", action="store_true", help="Train on the CPU even if a GPU is present.")
+    t.add_argument(
+        "--group-by-length", action="store_true", help="Batch examples of similar length (less padding)."
+    )
+    t.add_argument("--threads", type=int, help="Torch CPU threads (fixed: runs repeat bit for bit).")
     t.add_argument("--hidden-size", type=int, default=256)
     t.add_argument("--layers", type=int, default=4)
     t.add_argument("--heads", type=int, default=8)

@@ -86,6 +86,11 @@ class TrainConfig:
         seed: Seeds initialisation and data order.
         evaluate: Report the loss on ``eval.jsonl`` after training.
         use_cpu: Train on the CPU even when a GPU is present.
+        group_by_length: Batch examples of similar length together (seeded), so little compute goes
+            to padding; the order is still random at the level of batches.
+        threads: CPU threads for torch during training; a fixed count (with a fixed seed and
+            ``max_steps``) makes a CPU run repeat bit for bit on the same torch build. ``None`` keeps
+            torch's default.
     """
 
     data_dir: str
@@ -107,6 +112,8 @@ class TrainConfig:
     seed: int = 0
     evaluate: bool = True
     use_cpu: bool = False
+    group_by_length: bool = False
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.from_scratch == (self.base_model is not None):
@@ -229,6 +236,17 @@ def train_experience_model(config: TrainConfig) -> TrainResult:
         DependencyNotInstalled: TRL, datasets, transformers or torch (or peft for LoRA) is missing.
     """
     torch, transformers, trl, datasets = _import_stack()
+    if config.threads is None:
+        return _train(config, torch, transformers, trl, datasets)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.threads)
+    try:
+        return _train(config, torch, transformers, trl, datasets)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(config: TrainConfig, torch: Any, transformers: Any, trl: Any, datasets: Any) -> TrainResult:
     started = time.monotonic()
     data = Path(config.data_dir)
     manifest = load_manifest(data)
@@ -289,6 +307,7 @@ def train_experience_model(config: TrainConfig) -> TrainResult:
         bf16=False,
         fp16=False,
         dataloader_num_workers=0,
+        train_sampling_strategy="group_by_length" if config.group_by_length else "random",
         disable_tqdm=os.environ.get("DREAMGYM_NO_PROGRESS") == "1",
     )
     trainer = trl.SFTTrainer(
