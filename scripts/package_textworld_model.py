@@ -46,10 +46,12 @@ def package(run: Path, dest: Path) -> dict[str, Any]:
             shutil.copy2(model / name, dest / name)
     tensors = {k: v.half().contiguous() for k, v in load_file(str(model / "model.safetensors")).items()}
     save_file(tensors, str(dest / "model.safetensors"), metadata={"format": "pt"})
+    (dest / "model.safetensors").chmod(0o644)
     training = json.loads((model / "dreamgym_training.json").read_text(encoding="utf-8"))
     training["config"]["data_dir"] = "<run>/sft"
     training["config"]["output_dir"] = "<run>/model"
     training["result"]["output_dir"] = "<run>/model"
+    training["result"]["serve_hint"] = "dreamgym serve --model textworld"
     (dest / "dreamgym_training.json").write_text(json.dumps(training, indent=1) + "\n", encoding="utf-8")
     sft = json.loads((run / "sft" / "manifest.json").read_text(encoding="utf-8"))
     suite = json.loads((run / "suite" / "suite.json").read_text(encoding="utf-8"))
