@@ -123,6 +123,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", default=None, help="served experience model name")
     p.add_argument("--model-dir", default=None, help=f"trained model folder ({TRAINING_MANIFEST})")
     p.add_argument("--buffer", default=None, help="offline replay buffer (retrieval), training games")
+    p.add_argument("--max-tokens", type=int, default=512, help="answer budget of a simulated step")
     p.add_argument("--history-window", type=int, default=None)
     p.add_argument("--top-k", type=int, default=None)
     p.add_argument("--out", default="runs/bench_sim_to_real/table.md")
@@ -246,6 +247,9 @@ class Runner:
             a = self.args
             kwargs = self.tp.env_kwargs(ppo_args(self.tp, a, SIM_ID, 0, 0), self.train_paths)
             kwargs["store_transitions"] = "none"  # the offline data stays what it was
+            kwargs["max_tokens"] = a.max_tokens
+            # A rare unparsable answer ends nothing: the step is a failure state with reward 0.
+            kwargs["on_invalid_output"] = "fail_state"
             if a.history_window is not None:
                 kwargs["history_window"] = a.history_window
             if a.top_k is not None:

@@ -1,0 +1,100 @@
+"""The TextWorld experience model shipped with the package: complete, as its manifest says, servable.
+
+The live test plays a game the package never saw (a seed outside the suite's ranges) through
+``DreamGym/TextWorld-v0`` against ``dreamgym serve --model textworld``. It asserts what the output
+grammar guarantees, not what the model happens to predict: fidelity is measured by
+``scripts/build_textworld_model.sh`` and ``dreamgym eval-fidelity``, not asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dreamgym_env.errors import ConfigError
+from dreamgym_env.serving.shipped import (
+    SHIPPED_CONTEXT,
+    prompt_settings,
+    recommended_env_kwargs,
+    shipped_model_dir,
+    weights_checksum,
+)
+
+
+def test_unknown_shipped_model_names_the_available_ones():
+    with pytest.raises(ConfigError, match=r"available: \['textworld'\]"):
+        shipped_model_dir("webshop-9000")
+
+
+def test_weights_are_what_the_manifest_records():
+    folder = shipped_model_dir("textworld")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert weights_checksum(folder) == manifest["weights_sha256"]
+    assert manifest["training"]["steps"] > 0 and manifest["data"]["heldout_games"] >= 32
+    config = json.loads((folder / "config.json").read_text())
+    assert config["max_position_embeddings"] == SHIPPED_CONTEXT
+
+
+def test_env_settings_come_from_the_training_record():
+    folder = shipped_model_dir("textworld")
+    settings = json.loads((folder / "dreamgym_training.json").read_text())["env_settings"]
+    assert prompt_settings("textworld") == (settings["history_window"], settings["top_k"])
+    assert recommended_env_kwargs("textworld")["model"] == "textworld"
+    assert prompt_settings("someone-elses-model") == (1, 1)
+
+
+@pytest.mark.integration
+@pytest.mark.real
+def test_serve_command_prints_a_url_that_simulates_an_unseen_game(tmp_path):
+    pytest.importorskip("vllm")
+    pytest.importorskip("textworld")
+    import gymnasium as gym
+
+    import dreamgym_env  # noqa: F401
+    from dreamgym_env.real.textworld import make_games, tasks_from_games
+    from dreamgym_env.serving import find_free_port
+
+    (game,) = make_games(tmp_path, 1, seed=777_777, challenge="custom", settings={"nb_rooms": 3})
+    port = find_free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dreamgym_env.cli", "serve", "--model", "textworld", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline, printed = time.monotonic() + 300, ""
+        assert proc.stdout is not None
+        while time.monotonic() < deadline and "export DREAMGYM_BASE_URL" not in printed:
+            line = proc.stdout.readline()
+            if not line and proc.poll() is not None:
+                break
+            printed += line
+        match = re.search(r"serving at (http://127\.0\.0\.1:\d+/v1)", printed)
+        assert match, printed[-2000:]
+        base_url = match.group(1)
+        assert f'gymnasium.make("DreamGym/TextWorld-v0", base_url="{base_url}"' in printed
+        kwargs = recommended_env_kwargs("textworld")
+        env = gym.make(
+            "DreamGym/TextWorld-v0",
+            tasks=tasks_from_games([game]),
+            base_url=base_url,
+            on_invalid_output="fail_state",
+            **kwargs,
+        )
+        first, info = env.reset(seed=0)
+        assert "Your task is to:" in first and info["admissible_actions"]
+        obs, reward, terminated, truncated, info = env.step(info["admissible_actions"][0])
+        assert isinstance(obs, str) and info["simulated"] is True and reward in (0.0, 1.0)
+        env.close()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
