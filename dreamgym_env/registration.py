@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from gymnasium.envs.registration import register, registry
 
+from dreamgym_env.domains import BUILTIN_DOMAINS
+
 __all__ = ["BUILTIN_IDS", "register_envs"]
 
-BUILTIN_IDS: dict[str, str] = {
-    "DreamGym/WebShop-v0": "webshop",
-    "DreamGym/ALFWorld-v0": "alfworld",
-    "DreamGym/WebArena-v0": "webarena",
-    "DreamGym/TextWorld-v0": "textworld",
-}
+#: Simulated id -> domain name, read from the domain table (:data:`dreamgym_env.domains.BUILTIN_DOMAINS`).
+BUILTIN_IDS: dict[str, str] = {builtin.env_id: name for name, builtin in BUILTIN_DOMAINS.items()}
 
 
 def register_envs() -> None:

@@ -366,3 +366,40 @@ def test_spec_domain_against_vllm_server(vllm_server, tmp_path):
     prompts = [call.request["messages"][1]["content"] for call in read_recording(tmp_path / "run.sqlite")]
     assert prompts and all("# Similar real transitions" in p for p in prompts)
     assert all(set(re.findall(r"## Example \d \(task: (.*)\)", p)) & offline_tasks for p in prompts)
+
+
+# ---------------------------------------------------------------------------------------------- built-ins
+@pytest.mark.parametrize("name", sorted(dreamgym_env.BUILTIN_IDS.values()))
+def test_a_spec_cannot_take_a_built_in_name(name):
+    message = problems(minimal(name=name))
+    assert f"name: {name!r} -> {name!r} is a built-in domain" in message
+    assert "built-in domains: alfworld, textworld, webarena, webshop" in message
+
+
+def test_a_spec_named_textworld_leaves_the_built_in_textworld_in_place():
+    with pytest.raises(DomainError, match=r"'textworld' is a built-in domain"):
+        register_domain(minimal(name="textworld"))
+    assert type(get_domain("textworld")).__name__ == "TextWorldDomain"
+    assert gym.spec("DreamGym/TextWorld-v0").kwargs == {"domain": "textworld"}
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"name": "text_world"},  # resolves to DreamGym/TextWorld-v0
+        {"name": "my_world", "env_id": "DreamGym/TextWorld-v0"},
+        {"name": "my_world", "env_id": "DreamGym/TextWorld-Real-v0"},
+    ],
+)
+def test_a_spec_cannot_take_a_built_in_env_id(changes):
+    message = problems(minimal(**changes))
+    assert "is a built-in id; choose another env_id" in message
+    assert "DreamGym/TextWorld-v0" in message and "DreamGym/WebShop-Real-v0" in message
+    assert gym.spec("DreamGym/TextWorld-v0").kwargs == {"domain": "textworld"}
+
+
+def test_user_domain_factories_cannot_replace_a_built_in():
+    from dreamgym_env.domains import register_domain_factory
+
+    with pytest.raises(DomainError, match=r"'textworld' is a built-in domain"):
+        register_domain_factory("textworld", lambda: get_domain("mini_desk"))

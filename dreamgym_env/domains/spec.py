@@ -29,6 +29,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
+from dreamgym_env.domains import BUILTIN_DOMAINS
 from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.errors import DataFormatError, DependencyNotInstalled, DomainError
 from dreamgym_env.retrieval import Retriever
@@ -54,7 +55,13 @@ _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _ENV_ID = re.compile(r"(?:[\w:.-]+/)?[\w:.-]+-v\d+")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _FREE_SLOT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_BUILTIN_NAMES = frozenset({"webshop", "alfworld", "webarena"})
+
+
+def _builtin_env_ids() -> list[str]:
+    """Every id the package registers itself, simulated and real: a spec may not take one."""
+    from dreamgym_env.real import REAL_IDS
+
+    return sorted({*(builtin.env_id for builtin in BUILTIN_DOMAINS.values()), *REAL_IDS})
 
 
 # ---------------------------------------------------------------------------------------------- grammar
@@ -231,8 +238,11 @@ class DomainSpec(BaseModel):
             raise ValueError(
                 "must be a lowercase identifier: a letter, then letters, digits or '_' (e.g. support_desk)"
             )
-        if value in _BUILTIN_NAMES:
-            raise ValueError(f"{value!r} is a built-in domain; choose another name")
+        if value in BUILTIN_DOMAINS:
+            raise ValueError(
+                f"{value!r} is a built-in domain; choose another name "
+                f"(built-in domains: {', '.join(sorted(BUILTIN_DOMAINS))})"
+            )
         return value
 
     @field_validator("env_id")
@@ -271,6 +281,13 @@ class DomainSpec(BaseModel):
                 )
             if task.id is not None:
                 seen[task.id] = i
+        builtin_ids = _builtin_env_ids()
+        if self.resolved_env_id in builtin_ids:
+            given = repr(self.env_id) if self.env_id else f"{self.resolved_env_id!r} (derived from the name)"
+            raise ValueError(
+                f"env_id: {given} -> an id of its own ({self.resolved_env_id!r} is a built-in id; choose "
+                f"another env_id or name; built-in ids: {', '.join(builtin_ids)})"
+            )
         if self.initial_state is None:
             missing = [f"tasks.{i}" for i, t in enumerate(self.tasks) if t.initial_state is None]
             if missing:
