@@ -3,7 +3,13 @@
 Importing the package registers the simulated ids ``DreamGym/WebShop-v0``, ``DreamGym/ALFWorld-v0``,
 ``DreamGym/WebArena-v0`` and ``DreamGym/TextWorld-v0``, and the real-environment ids
 ``DreamGym/<Domain>-Real-v0``. It imports no heavy dependency (torch, vLLM, faiss, alfworld...).
+
+Modules log under the ``dreamgym_env`` logger (HTTP retries and fail-overs, unparsable model answers,
+buffer evictions, server start and stop); as a library it only adds a ``NullHandler``, so nothing is
+printed unless the application configures logging (e.g. ``logging.basicConfig(level=logging.INFO)``).
 """
+
+import logging
 
 from dreamgym_env.config import BackendConfig, EnvConfig
 from dreamgym_env.domains import Domain, InitialState, available_domains, get_domain
@@ -22,6 +28,8 @@ from dreamgym_env.types import Step, Task, Transition
 from dreamgym_env.vector import DreamGymVectorEnv
 
 __version__ = "0.1.0"
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "BUILTIN_IDS",

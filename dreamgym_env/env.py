@@ -176,6 +176,7 @@ class DreamGymEnv(gym.Env[str, str]):
             action,
             self._admissible,
             seed=int(self.np_random.integers(2**31 - 1)),
+            episode_id=self._episode_id,
         )
         # Only now does the step count: a backend error above leaves the episode as it was, so the
         # caller may retry the same step once the server is back.

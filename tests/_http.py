@@ -6,11 +6,12 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-def serve_json(respond: Callable[[dict, int], dict]) -> ThreadingHTTPServer:
+def serve_json(respond: Callable[[dict, int], dict], port: int = 0) -> ThreadingHTTPServer:
     """Start a keep-alive server on 127.0.0.1 answering every POST with ``respond(body, client_port)``.
 
     Each connection gets its own thread, so a test can hold many requests in flight at once. Call
-    ``shutdown()`` on the returned server when done.
+    ``shutdown()`` on the returned server when done (and ``server_close()`` to free its port). ``port``
+    0 picks a free one; a given port lets a test bring a stopped server back at the same URL.
     """
 
     class Handler(BaseHTTPRequestHandler):
@@ -32,6 +33,6 @@ def serve_json(respond: Callable[[dict, int], dict]) -> ThreadingHTTPServer:
         daemon_threads = True
         request_queue_size = 512
 
-    server = Server(("127.0.0.1", 0), Handler)
+    server = Server(("127.0.0.1", port), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

@@ -246,3 +246,16 @@ def test_step_works_inside_a_running_event_loop():
         return env.step("go[1]")[0]
 
     assert "You did: go[1]" in asyncio.run(inside())
+
+
+def test_requests_carry_the_episode_id():
+    """The backend routes by episode (one server's prefix cache per episode), so every step says which."""
+    env = make()
+    _, first = env.reset(seed=0)
+    env.step("go[1]")
+    env.step("go[2]")
+    _, second = env.reset(seed=1)
+    env.step("go[1]")
+    ids = [r.episode_id for r in env.unwrapped.backend.requests]
+    assert ids == [first["episode_id"]] * 2 + [second["episode_id"]]
+    assert first["episode_id"] != second["episode_id"]

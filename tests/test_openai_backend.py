@@ -3,13 +3,32 @@
 import asyncio
 import json
 import threading
+from collections import defaultdict
 
 from dreamgym_env.config import BackendConfig
+from dreamgym_env.experience.backends import openai_http
 from dreamgym_env.experience.backends.base import CompletionRequest
 from dreamgym_env.experience.backends.openai_http import OpenAIBackend
 from tests._http import serve_json
 
 ANSWER = {"reasoning": "r", "next_state": "s", "admissible_actions": [], "done": False, "success": False}
+
+
+def _chat_completion():
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": json.dumps(ANSWER)},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
 
 
 def _serve(wave: int):
@@ -23,20 +42,7 @@ def _serve(wave: int):
     def respond(body, port):
         ports.append(port)
         barrier.wait()
-        return {
-            "id": "x",
-            "object": "chat.completion",
-            "created": 0,
-            "model": "m",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": json.dumps(ANSWER)},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
+        return _chat_completion()
 
     return serve_json(respond), ports
 
@@ -65,3 +71,118 @@ def test_waves_wider_than_openais_default_pool_reuse_their_connections():
         server.shutdown()
     assert len(ports) == 240
     assert len(set(ports)) == 120
+
+
+# ---------------------------------------------------------------------------------------------- routing
+def _endpoint(name, hits, port=0):
+    """An endpoint that records ``(name, episode)`` for every request (the episode is the message)."""
+
+    def respond(body, _port):
+        hits.append((name, body["messages"][0]["content"]))
+        return _chat_completion()
+
+    return serve_json(respond, port)
+
+
+def _url(server):
+    return f"http://127.0.0.1:{server.server_port}/v1"
+
+
+def _request(episode):
+    return CompletionRequest(
+        messages=[{"role": "user", "content": episode}], json_schema={"type": "object"}, episode_id=episode
+    )
+
+
+def _play(backend, episodes, steps):
+    """``steps`` lock-step steps of every episode, as a vector env sends them, on a fresh event loop."""
+
+    async def run():
+        for _ in range(steps):
+            await asyncio.gather(*(backend.acomplete(_request(e)) for e in episodes))
+        await backend.aclose()
+
+    asyncio.run(run())
+
+
+def _servers_by_episode(hits):
+    servers = defaultdict(set)
+    for name, episode in hits:
+        servers[episode].add(name)
+    return servers
+
+
+def _stop(server):
+    server.shutdown()
+    server.server_close()
+
+
+def test_every_step_of_an_episode_reaches_the_same_endpoint():
+    """Step t+1's prompt extends step t's: only the server that saw step t has it in its prefix cache."""
+    hits = []
+    a, b = _endpoint("a", hits), _endpoint("b", hits)
+    backend = OpenAIBackend(BackendConfig(base_url=[_url(a), _url(b)], model="m", max_retries=0))
+    episodes = [f"episode-{i}" for i in range(16)]
+    try:
+        _play(backend, episodes, steps=4)
+    finally:
+        _stop(a)
+        _stop(b)
+    servers = _servers_by_episode(hits)
+    assert len(hits) == 64 and set(servers) == set(episodes)
+    assert all(len(names) == 1 for names in servers.values()), dict(servers)
+    counts = {name: sum(names == {name} for names in servers.values()) for name in "ab"}
+    assert counts["a"] >= 3 and counts["b"] >= 3, counts
+
+
+def test_requests_without_an_episode_still_take_turns():
+    hits = []
+    a, b = _endpoint("a", hits), _endpoint("b", hits)
+    backend = OpenAIBackend(BackendConfig(base_url=[_url(a), _url(b)], model="m", max_retries=0))
+    request = CompletionRequest(
+        messages=[{"role": "user", "content": "task"}], json_schema={"type": "object"}
+    )
+
+    async def run():
+        for _ in range(4):
+            await backend.acomplete(request)
+        await backend.aclose()
+
+    try:
+        asyncio.run(run())
+    finally:
+        _stop(a)
+        _stop(b)
+    assert sorted(name for name, _ in hits) == ["a", "a", "b", "b"]
+
+
+def test_episodes_of_a_dead_endpoint_move_to_a_live_one_and_stay(monkeypatch):
+    hits = []
+    a, b = _endpoint("a", hits), _endpoint("b", hits)
+    port_a = a.server_port
+    backend = OpenAIBackend(BackendConfig(base_url=[_url(a), _url(b)], model="m", max_retries=0))
+    episodes = [f"episode-{i}" for i in range(16)]
+    try:
+        _play(backend, episodes, steps=1)
+        on_a = {e for e, names in _servers_by_episode(hits).items() if names == {"a"}}
+        assert on_a
+
+        _stop(a)  # connections to a are refused from now on
+        hits.clear()
+        _play(backend, episodes, steps=2)
+        assert len(hits) == 32 and {name for name, _ in hits} == {"b"}
+
+        # a comes back at the same URL: the moved episodes stay on b (b holds their prefixes), new
+        # episodes are spread over both again once a's failure is old enough to try it.
+        monkeypatch.setattr(openai_http, "_DOWN_SECONDS", 0.0)
+        a = _endpoint("a", hits, port=port_a)
+        hits.clear()
+        fresh = [f"fresh-{i}" for i in range(16)]
+        _play(backend, episodes + fresh, steps=2)
+        servers = _servers_by_episode(hits)
+        assert all(servers[e] == {"b"} for e in on_a), {e: servers[e] for e in on_a}
+        assert all(len(servers[e]) == 1 for e in episodes + fresh)
+        assert any(servers[e] == {"a"} for e in fresh)
+    finally:
+        _stop(a)
+        _stop(b)

@@ -10,6 +10,7 @@ other processes' writes before each search.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Sequence
@@ -27,6 +28,8 @@ from dreamgym_env.retrieval import RetrievalQuery
 from dreamgym_env.types import Transition
 
 __all__ = ["AddResult", "ReplayBuffer", "ScoredTransition", "dedup_key"]
+
+logger = logging.getLogger(__name__)
 
 _KEY_CACHE_SIZE = 4096
 """Recent query keys remembered for the write that follows: an env retrieves for (state, action), then
@@ -298,6 +301,13 @@ class ReplayBuffer:
                     self._apply_evictions()
             else:
                 self._sync()
+        if evicted:
+            logger.info(
+                "Replay buffer (%s): evicted %d simulated transitions, oldest first, to keep max_synthetic=%d",
+                self.config.path or "(in memory)",
+                len(evicted),
+                self.config.max_synthetic,
+            )
         stored = sum(i is not None for i in ids)
         return stored, len(batch) - stored, len(evicted)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -19,6 +20,8 @@ from dreamgym_env.spaces import CONTROL_CHARACTERS
 from dreamgym_env.types import Step, Task, Transition
 
 __all__ = ["ExperienceModel", "Prediction"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -71,8 +74,13 @@ class ExperienceModel:
         action: str,
         admissible_actions: Sequence[str] = (),
         seed: int | None = None,
+        episode_id: str | None = None,
     ) -> CompletionRequest:
-        """The exact request sent for one transition (also used to build SFT data)."""
+        """The exact request sent for one transition (also used to build SFT data).
+
+        ``episode_id`` routes every step of an episode to the same server (see
+        :attr:`CompletionRequest.episode_id`); it is not part of the prompt.
+        """
         window = self.config.history_window
         shown = list(history) if window is None else list(history)[len(history) - window :] if window else []
         return CompletionRequest(
@@ -81,6 +89,7 @@ class ExperienceModel:
             ),
             json_schema=self.json_schema,
             seed=seed,
+            episode_id=episode_id,
             query=TransitionQuery(
                 domain=self.domain.name,
                 task=task,
@@ -100,6 +109,7 @@ class ExperienceModel:
         action: str,
         admissible_actions: Sequence[str] = (),
         seed: int | None = None,
+        episode_id: str | None = None,
     ) -> Prediction:
         """Request and validate one transition, retrying unparsable answers.
 
@@ -108,7 +118,9 @@ class ExperienceModel:
             BackendError: the backend failed (unreachable server, prompt too long...).
         """
         start = time.perf_counter()
-        request = self.build_request(task, history, demonstrations, state, action, admissible_actions, seed)
+        request = self.build_request(
+            task, history, demonstrations, state, action, admissible_actions, seed, episode_id
+        )
         build_s = time.perf_counter() - start
         parse_s = 0.0
         completion: Completion | None = None
@@ -123,6 +135,14 @@ class ExperienceModel:
             parse_s += time.perf_counter() - start
             if output is not None:
                 return Prediction(output, completion, attempt + 1, None, build_s, parse_s)
+            if attempt + 1 < attempts:
+                logger.warning(
+                    "Unparsable transition from %s (attempt %d of %d): %s; asking again",
+                    self.backend.describe(),
+                    attempt + 1,
+                    attempts,
+                    error,
+                )
         if self.config.on_invalid_output == "raise":
             raise ResponseFormatError(
                 f"The experience model gave no valid transition in {attempts} attempts ({self.backend.describe()}). "
@@ -130,6 +150,13 @@ class ExperienceModel:
                 "on_invalid_output='fail_state' to continue the episode with reward 0.",
                 raw_output=completion.text if completion else None,
             )
+        logger.warning(
+            "No valid transition from %s in %d attempts (last problem: %s); on_invalid_output='fail_state' "
+            "keeps the state, reward 0",
+            self.backend.describe(),
+            attempts,
+            error,
+        )
         return Prediction(None, completion, attempts, error, build_s, parse_s)
 
 

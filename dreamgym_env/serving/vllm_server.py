@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import logging
 import os
 import shutil
 import signal
@@ -34,6 +35,8 @@ from types import TracebackType
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, ServerStartError
 
 __all__ = ["SMOKE_MODEL_NAME", "SMOKE_SERVER_ARGS", "VLLMServer", "find_free_port", "serve_smoke_model"]
+
+logger = logging.getLogger(__name__)
 
 #: The name the smoke model is served under (what requests pass as ``model``).
 SMOKE_MODEL_NAME = "dreamgym-smoke"
@@ -218,6 +221,7 @@ class VLLMServer:
             raise ServerStartError(f"{self!r} was already started; create a new VLLMServer to start again.")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
+        logger.info("Starting vLLM server for %s at %s (log: %s)", self.model, self.base_url, self.log_path)
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(
                 self.command,
@@ -240,6 +244,13 @@ class VLLMServer:
                 )
             if self._healthy():
                 self.startup_seconds = time.monotonic() - started
+                logger.info(
+                    "vLLM server for %s ready at %s after %.1f s (pid %d)",
+                    self.model,
+                    self.base_url,
+                    self.startup_seconds,
+                    self._process.pid,
+                )
                 return self
             if time.monotonic() > deadline:
                 tail = self.log_tail()
@@ -260,7 +271,8 @@ class VLLMServer:
         process = self._process
         if process is None:
             return
-        if process.poll() is None:
+        running = process.poll() is None
+        if running:
             _signal_group(process.pid, signal.SIGTERM)
             try:
                 process.wait(timeout=grace_seconds)
@@ -270,6 +282,8 @@ class VLLMServer:
         # The server may have exited while children still hold the group: make sure none survive.
         _signal_group(process.pid, signal.SIGKILL)
         self._cleanup()
+        if running:
+            logger.info("vLLM server at %s stopped (exit status %s)", self.base_url, process.returncode)
 
     def kill(self) -> None:
         """Kill the server at once (SIGKILL to its process group), as a crash would; for fault tests."""
@@ -278,6 +292,7 @@ class VLLMServer:
         _signal_group(self._process.pid, signal.SIGKILL)
         self._process.wait()
         self._cleanup()
+        logger.info("vLLM server at %s killed (exit status %s)", self.base_url, self._process.returncode)
 
     def log_tail(self, chars: int = _LOG_TAIL_CHARS) -> str:
         """The last ``chars`` characters of the server log (empty if there is none yet)."""

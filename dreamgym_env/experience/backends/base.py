@@ -38,6 +38,9 @@ class CompletionRequest:
         seed: Per-request sampling seed, derived from the env's RNG so seeded runs repeat.
         query: Structured facts for non-LLM backends; ``None`` for requests that are not transitions
             (e.g. task generation).
+        episode_id: The episode the request belongs to. Step t+1's prompt extends step t's, so a
+            backend with several servers sends all of an episode's requests to one of them, whose
+            prefix cache holds the shared part; ``None`` (requests outside an episode) routes freely.
     """
 
     messages: list[dict[str, str]]
@@ -45,6 +48,7 @@ class CompletionRequest:
     schema_name: str = "transition"
     seed: int | None = None
     query: TransitionQuery | None = None
+    episode_id: str | None = None
 
 
 @dataclass

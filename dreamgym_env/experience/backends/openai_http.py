@@ -1,16 +1,26 @@
 """Any OpenAI-compatible chat endpoint: vLLM's server first, also SGLang, llama.cpp, hosted APIs.
 
 Timeouts and retries with backoff are the ``openai`` client's own; this module adds what it lacks:
-several endpoints with fail-over, a bound on requests in flight, structured output, and errors that
-name the URL and the fix.
+several endpoints with episode-sticky routing and fail-over, a bound on requests in flight, structured
+output, and errors that name the URL and the fix.
+
+Routing: step t+1's prompt extends step t's, so every request of one episode goes to the same endpoint,
+the one whose prefix cache holds the episode so far. An episode's first request picks its endpoint by a
+stable hash of the episode id (episodes spread evenly, the same way in every process); requests without
+an episode take turns. When the endpoint does not answer, the request moves on to the next one, healthy
+endpoints first, and the episode stays on the endpoint that answered.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
+import threading
 import time
 import weakref
+import zlib
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,20 +33,44 @@ from dreamgym_env.experience.backends.base import Backend, Completion, Completio
 
 __all__ = ["OpenAIBackend"]
 
+logger = logging.getLogger(__name__)
+
 _CONTEXT_MARKERS = ("maximum context length", "context length", "too long", "max_model_len")
+# An endpoint that failed to answer is tried after the healthy ones for this long.
+_DOWN_SECONDS = 10.0
+# Episodes whose endpoint is remembered; the least recently used are forgotten (they fall back to
+# their hash, which is where they started unless they failed over).
+_MAX_STICKY_EPISODES = 65_536
 
 
-def _http_client(max_concurrency: int, timeout: Any) -> Any:
+def _http_client(max_concurrency: int, timeout: Any, max_retries: int) -> Any:
     """The default HTTP client of `openai`, keeping a connection alive for every request in flight.
 
     The default keeps 100: a vector env of more sub-envs closes the surplus after every step and opens
     it again on the next, and against vLLM's server some requests on such fresh connections got no
     answer until the read timeout (a 60 s stall of the whole lock-step step).
+
+    The client's retries are openai's own; a request hook logs each one (openai numbers its attempts
+    in the ``x-stainless-retry-count`` header). Only the method and URL are logged, never headers.
     """
+
+    async def log_retry(request: Any) -> None:
+        retry = request.headers.get("x-stainless-retry-count", "0")
+        if retry.isdigit() and int(retry) > 0:
+            logger.warning(
+                "Retrying %s %s (retry %s of %d): the previous attempt failed or timed out",
+                request.method,
+                request.url,
+                retry,
+                max_retries,
+            )
+
     limits = type(DEFAULT_CONNECTION_LIMITS)(
         max_connections=max_concurrency, max_keepalive_connections=max_concurrency
     )
-    return openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeout)
+    return openai.DefaultAsyncHttpxClient(
+        limits=limits, timeout=timeout, event_hooks={"request": [log_retry]}
+    )
 
 
 @dataclass
@@ -68,6 +102,9 @@ class OpenAIBackend(Backend):
             weakref.WeakKeyDictionary()
         )
         self._turn = itertools.count()
+        self._lock = threading.Lock()
+        self._sticky: OrderedDict[str, int] = OrderedDict()  # episode id -> endpoint index
+        self._failed_at: dict[int, float] = {}  # endpoint index -> monotonic time of its last failure
 
     def describe(self) -> str:
         """Model and endpoints (never the key)."""
@@ -92,7 +129,7 @@ class OpenAIBackend(Backend):
                     api_key=cfg.api_key.get_secret_value(),
                     timeout=timeout,
                     max_retries=cfg.max_retries,
-                    http_client=_http_client(cfg.max_concurrency, timeout),
+                    http_client=_http_client(cfg.max_concurrency, timeout, cfg.max_retries),
                 )
                 for url in cfg.base_url
             ]
@@ -119,22 +156,60 @@ class OpenAIBackend(Backend):
             kwargs["extra_body"] = dict(cfg.extra_body)
         return kwargs
 
+    def _route(self, episode_id: str | None) -> list[int]:
+        """Endpoint indices to try, in order: the episode's own (or the next turn) first, down ones last."""
+        n = len(self.config.base_url)
+        with self._lock:
+            if episode_id is None:
+                first = next(self._turn) % n
+            else:
+                first = self._sticky.get(episode_id, zlib.crc32(episode_id.encode()) % n)
+            now = time.monotonic()
+            down = {i for i, at in self._failed_at.items() if now - at < _DOWN_SECONDS}
+        order = [(first + i) % n for i in range(n)]
+        return [i for i in order if i not in down] + [i for i in order if i in down]
+
+    def _answered(self, episode_id: str | None, index: int) -> None:
+        with self._lock:
+            self._failed_at.pop(index, None)
+            if episode_id is None:
+                return
+            self._sticky[episode_id] = index
+            self._sticky.move_to_end(episode_id)
+            while len(self._sticky) > _MAX_STICKY_EPISODES:
+                self._sticky.popitem(last=False)
+
+    def _failed(self, index: int) -> None:
+        with self._lock:
+            self._failed_at[index] = time.monotonic()
+
     async def acomplete(self, request: CompletionRequest) -> Completion:
-        """Send one request, failing over across endpoints on connection errors."""
+        """Send one request to its episode's endpoint, failing over to the others on connection errors."""
         state = self._state()
         kwargs = self._request_kwargs(request)
-        n = len(state.clients)
-        first = next(self._turn) % n
         failures: list[str] = []
+        route = self._route(request.episode_id)
         async with state.semaphore:
-            for i in range(n):
-                index = (first + i) % n
+            for position, index in enumerate(route):
                 url = self.config.base_url[index]
                 start = time.perf_counter()
                 try:
                     response = await state.clients[index].chat.completions.create(**kwargs)
                 except openai.APIConnectionError as e:  # includes APITimeoutError
+                    self._failed(index)
                     failures.append(f"{url}: {type(e).__name__}: {e}")
+                    if position + 1 < len(route):
+                        then = f"failing over to {self.config.base_url[route[position + 1]]}"
+                    else:
+                        then = "no endpoint left to try"
+                    logger.warning(
+                        "Experience model endpoint %s did not answer (%s: %s, after %d retries); %s",
+                        url,
+                        type(e).__name__,
+                        e,
+                        self.config.max_retries,
+                        then,
+                    )
                     continue
                 except openai.BadRequestError as e:
                     message = str(e)
@@ -151,6 +226,7 @@ class OpenAIBackend(Backend):
                     ) from e
                 except openai.APIStatusError as e:
                     raise BackendError(f"{url} answered HTTP {e.status_code}: {e}") from e
+                self._answered(request.episode_id, index)
                 return _to_completion(response, time.perf_counter() - start, url)
         raise ServerUnreachableError(
             f"Could not reach the experience model at {', '.join(self.config.base_url)} "
