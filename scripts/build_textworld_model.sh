@@ -15,11 +15,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=${OUT:-runs/textworld_model}
-STEPS=${STEPS:-2000}
+STEPS=${STEPS:-1000}
 TRAIN_GAMES=${TRAIN_GAMES:-256}
 HELDOUT_GAMES=${HELDOUT_GAMES:-40}
 EPISODES=${EPISODES:-5}
-HISTORY_WINDOW=1
+HISTORY_WINDOW=0
 TOP_K=1
 SEED=0
 PYTHON=${PYTHON:-.venv/bin/python}
@@ -45,7 +45,8 @@ stamp "2/4 SFT data"
 
 stamp "3/4 training for $STEPS steps"
 "${DREAMGYM[@]}" train --data "$OUT/sft" --out "$OUT/model" --from-scratch --cpu --no-eval \
-    --max-steps "$STEPS" --batch-size 8 --lr 2e-3 --max-length 1536 --seed "$SEED" "${ARCH[@]}"
+    --max-steps "$STEPS" --batch-size 8 --lr 2e-3 --max-length 1536 --seed "$SEED" --group-by-length \
+    --threads 2 "${ARCH[@]}"
 
 stamp "4/4 packaging into $DEST"
 "$PYTHON" scripts/package_textworld_model.py --run "$OUT" --dest "$DEST"
