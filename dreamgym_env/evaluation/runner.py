@@ -121,7 +121,13 @@ def model_predictor(
         t = case.transition
         try:
             prediction = await model.apredict(
-                case.task, case.history, case.demonstrations, t.state, t.action, case.prev_admissible
+                case.task,
+                case.history,
+                case.demonstrations,
+                t.state,
+                t.action,
+                case.prev_admissible,
+                episode_id=t.episode_id,  # one endpoint per episode: its prefix stays cached there
             )
         except PromptTooLongError:
             return None  # the model cannot take this request: scored as a failure, like the env would fail
