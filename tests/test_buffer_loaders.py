@@ -1,6 +1,8 @@
 import json
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dreamgym_env.buffer import LoadIssue, ReplayBuffer, dedup_key, detect_format, import_files, iter_records
@@ -202,3 +204,128 @@ def test_webshop_il_and_agentgym_formats(tmp_path):
     assert t[0].metadata["agent_thought"] == "I should search." and t[0].next_state == "results: [b01] lamp"
     assert t[1].done and t[1].success and t[1].reward == 1.0
     assert "record #1" in issues[0].message
+
+
+class _ReplayedWebShop:
+    """WebShop's text mode replaying a logged session's pages, one page per step, in the log's order.
+
+    Results show a made-up title and price per product, item pages the option groups of the options
+    the session picks: what the real store prints and the log does not record.
+    """
+
+    def __init__(self, pages: list[dict]) -> None:
+        self.pages = [p for i, p in enumerate(pages) if i == 0 or p != pages[i - 1]]
+        self.at = 0
+        self.instruction = pages[0]["goal"]["instruction_text"]
+        self.groups = {
+            k: [v] for p in pages for k, v in ((p.get("content") or {}).get("options") or {}).items()
+        }
+
+    def _text(self) -> str:
+        page, instr = self.pages[self.at], self.instruction
+        content = page.get("content") or {}
+        head = f"Instruction: [SEP] {instr} [SEP] Back to Search"
+        if page["page"] == "index":
+            return f"WebShop [SEP] Instruction: [SEP] {instr} [SEP] Search"
+        if page["page"] == "search_results":
+            number = int(content["page"])
+            nav = ("< Prev [SEP] " if number > 1 else "") + "Next >"
+            products = " [SEP] ".join(
+                f"{a} [SEP] Product {a} [SEP] $10.00" for a in content["search_result_asins"]
+            )
+            return f"{head} [SEP] Page {number} (Total results: 50) [SEP] {nav} [SEP] {products}"
+        if page["page"] == "item_page":
+            groups = " [SEP] ".join(f"{g} [SEP] " + " [SEP] ".join(vs) for g, vs in self.groups.items())
+            return (
+                f"{head} [SEP] < Prev [SEP] {groups + ' [SEP] ' if groups else ''}A product [SEP] Price: $10.00 "
+                "[SEP] Rating: N.A. [SEP] Description [SEP] Features [SEP] Reviews [SEP] Buy Now"
+            )
+        return f"Thank you for shopping with us! [SEP] Your code: [SEP] None [SEP] Goal [SEP] {instr}"
+
+    def reset(self, session=None, instruction_text=None):
+        self.at = 0
+        return self._text(), None
+
+    def step(self, action):
+        self.at += 1
+        done = self.pages[self.at]["page"] == "done"
+        return self._text(), float(self.pages[self.at].get("reward", 0.0)) if done else 0.0, done, None
+
+    def get_available_actions(self):
+        kind = self.pages[self.at]["page"]
+        values = [v.lower() for vs in self.groups.values() for v in vs]
+        clickables = {
+            "index": ["search"],
+            "search_results": ["back to search", "next >"]
+            + [a.lower() for a in (self.pages[self.at].get("content") or {}).get("search_result_asins", [])],
+            "item_page": [
+                "back to search",
+                "< prev",
+                *values,
+                "description",
+                "features",
+                "reviews",
+                "buy now",
+            ],
+        }.get(kind, [])
+        return {"has_search_bar": kind == "index", "clickables": clickables}
+
+
+def _less_unlogged(state: str) -> str:
+    """A real page's state without what a session log does not record (titles, prices, option groups)."""
+    lines = []
+    for line in state.splitlines():
+        if line.startswith(("Title: ", "Price: ")) or re.match(r"^[^\[\]]+: \[", line):
+            continue
+        lines.append(re.sub(r"^(\[[A-Z0-9]{10}\]) .*$", r"\1", line))
+    return "\n".join(lines)
+
+
+@needs_data
+def test_webshop_session_states_are_what_the_real_wrapper_and_the_domain_give():
+    from dreamgym_env.domains import get_domain
+    from dreamgym_env.domains.tasks import load_webshop_goals
+    from dreamgym_env.real.webshop import WebShopRealEnv
+
+    log = SESSIONS / "20220427_1_17.jsonl"
+    (record,), _ = _records(log)
+    pages = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    env = WebShopRealEnv(_ReplayedWebShop(pages), sessions=[log.stem])
+    obs, info = env.reset(seed=0)
+    task = load_webshop_goals(log)[0]
+    first = record.transitions[0].state
+    assert first == obs == get_domain("webshop").initial_state(task, np.random.default_rng(0)).state
+    for t in record.transitions:
+        obs, *_ = env.step(t.action)
+        assert t.next_state == _less_unlogged(obs)
+    assert t.next_state.startswith("WebShop | purchase complete") and t.next_state == obs
+    assert "Selected: color=teal, size=38 | 40 | 41 mm" in record.transitions[-1].state
+
+
+@needs_data
+def test_webshop_session_task_id_is_the_same_in_loader_real_wrapper_and_task_loader():
+    from dreamgym_env.domains.tasks import load_webshop_goals
+    from dreamgym_env.real.webshop import WebShopRealEnv
+
+    for log in sorted(SESSIONS.glob("*.jsonl")):
+        (record,), _ = _records(log)
+        pages = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        _, info = WebShopRealEnv(_ReplayedWebShop(pages), sessions=[log.stem]).reset(seed=0)
+        (task,) = load_webshop_goals(log)
+        assert {t.task_id for t in record.transitions} == {info["task_id"]} == {task.task_id}
+
+
+@needs_data
+def test_webshop_session_goal_facts_reach_the_simulator():
+    from dreamgym_env.domains import get_domain
+    from dreamgym_env.domains.tasks import load_webshop_goals
+    from dreamgym_env.training.sft_data import task_of
+
+    log = SESSIONS / "20220427_1_17.jsonl"
+    (record,), _ = _records(log)
+    goal = json.loads(log.read_text().splitlines()[0])["goal"]
+    domain = get_domain("webshop")
+    facts = domain.describe_task(task_of(record.transitions[0]))
+    assert f"- options: {goal['goal_options']}" in facts
+    assert f"- attributes: {goal['attributes']}" in facts and f"- price_upper: {goal['price_upper']}" in facts
+    assert facts == domain.describe_task(load_webshop_goals(log)[0])

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dreamgym_env.domains.webshop import OPTIONS_KEY
 from dreamgym_env.types import Task
 
 __all__ = ["GENERIC_FORMAT", "VariantFormat", "get_format", "register_format", "strict_json_schema"]
@@ -99,7 +100,7 @@ def _webshop_describe(task: Task) -> dict[str, Any]:
     return {
         "category": m.get("category", ""),
         "attributes": m.get("attributes", []),
-        "options": m.get("options", []),
+        "options": m.get(OPTIONS_KEY, []),
         "price_upper": m.get("price_upper"),
         "instruction": task.instruction,
     }
@@ -110,7 +111,7 @@ def _webshop_metadata(v: BaseModel, parent: Task) -> dict[str, Any]:
     return {
         "category": v.category,
         "attributes": list(v.attributes),
-        "options": list(v.options),
+        OPTIONS_KEY: list(v.options),
         "price_upper": v.price_upper,
     }
 

@@ -132,14 +132,15 @@ def check_phrase(text: str) -> str | None:
 def validate_webshop(task: Task) -> str | None:
     """WebShop: attributes and options stated in the instruction, a plausible price limit, known category."""
     from dreamgym_env.domains.tasks import parse_price_upper
+    from dreamgym_env.domains.webshop import OPTIONS_KEY
 
     meta = task.metadata
     problem = _string_list(meta.get("attributes"), "attributes", 1, 6) or _string_list(
-        meta.get("options", []), "options", 0, 6
+        meta.get(OPTIONS_KEY, []), OPTIONS_KEY, 0, 6
     )
     if problem:
         return problem
-    for kind in ("attributes", "options"):
+    for kind in ("attributes", OPTIONS_KEY):
         missing = [v for v in meta.get(kind, []) if not _mentions(task.instruction, v)]
         if missing:
             return (

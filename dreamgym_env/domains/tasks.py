@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from dreamgym_env.domains.webshop import session_goal_metadata, webshop_task_id
 from dreamgym_env.errors import DataFormatError
 from dreamgym_env.types import Task
 
@@ -243,22 +244,11 @@ def _webshop_session_tasks(path: Path) -> list[Task]:
         price = goal.get("price_upper")
         if price is not None and not isinstance(price, int | float):
             raise DataFormatError("goal: 'price_upper' must be a number", str(path), lineno)
-        metadata = {
-            "asin": goal.get("asin"),
-            "attributes": list(goal.get("attributes", [])),
-            "options": list(goal.get("goal_options", [])),
-            "price_upper": float(price) if price is not None else None,
-            "category": goal.get("category"),
-            "query": goal.get("query"),
-            "product_category": goal.get("product_category"),
-            "product_name": goal.get("name"),
-        }
-        suffix = "" if not seen else f"-{len(seen)}"
         seen[key] = Task(
-            task_id=f"webshop-session-{path.stem}{suffix}",
+            task_id=webshop_task_id(path.stem, len(seen)),
             domain="webshop",
             instruction=text.strip(),
-            metadata=metadata,
+            metadata=session_goal_metadata(goal),
             source="webshop:session_log",
         )
     if not seen:

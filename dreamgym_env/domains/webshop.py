@@ -4,14 +4,60 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from dreamgym_env.domains.base import Domain, InitialState
-from dreamgym_env.domains.tasks import load_webshop_goals
 from dreamgym_env.types import Task
 
-__all__ = ["WebShopDomain", "render_item_page", "render_results_page", "render_search_page"]
+__all__ = [
+    "GOAL_FACT_KEYS",
+    "OPTIONS_KEY",
+    "WebShopDomain",
+    "render_done_page",
+    "render_item_page",
+    "render_results_page",
+    "render_search_page",
+    "render_sub_page",
+    "session_goal_metadata",
+    "webshop_task_id",
+]
+
+OPTIONS_KEY = "options"
+"""Task metadata key of the options a goal requires (WebShop's own goal records call it ``goal_options``)."""
+
+GOAL_FACT_KEYS: tuple[str, ...] = ("attributes", OPTIONS_KEY, "price_upper", "category")
+"""The goal's hidden facts (task metadata keys) the experience model sees and the agent does not."""
+
+
+def webshop_task_id(session: str | int, goal_index: int = 0) -> str:
+    """The task id of a WebShop session: ``webshop-session-<session>``.
+
+    ``session`` is a session name (a human session log's file stem, ``20220427_1_12``) or the goal index
+    the real store is reset with. ``goal_index`` numbers the further goals of a log that holds several
+    (``-1``, ``-2``...); the first goal has no suffix.
+    """
+    return f"webshop-session-{session}" + (f"-{goal_index}" if goal_index else "")
+
+
+def session_goal_metadata(goal: Mapping[str, Any]) -> dict[str, Any]:
+    """Task metadata of a goal as WebShop records it (a session log's ``goal`` object).
+
+    Holds the hidden facts under :data:`GOAL_FACT_KEYS` (``goal_options`` becomes :data:`OPTIONS_KEY`)
+    and what else the record names: ``asin``, ``query``, ``product_category``, ``product_name``.
+    """
+    price = goal.get("price_upper")
+    return {
+        "asin": goal.get("asin"),
+        "attributes": list(goal.get("attributes") or []),
+        OPTIONS_KEY: list(goal.get("goal_options") or []),
+        "price_upper": float(price) if isinstance(price, int | float) else price,
+        "category": goal.get("category"),
+        "query": goal.get("query"),
+        "product_category": goal.get("product_category"),
+        "product_name": goal.get("name"),
+    }
 
 
 def render_search_page(instruction: str) -> str:
@@ -36,6 +82,9 @@ def render_results_page(
         page: 1-based page number; a ``[< Prev]`` button appears after page 1.
         total_results: Results over all pages (WebShop shows 10 a page); ``[Next >]`` appears when more
             pages remain.
+
+    A product whose title and price are both ``""`` (a record that names only the product id) is
+    listed as ``[asin]`` alone.
     """
     total = len(results) if total_results is None else total_results
     buttons = ["[Back to Search]"]
@@ -48,7 +97,9 @@ def render_results_page(
         f"Instruction: {instruction}",
         " ".join(buttons),
     ]
-    lines += [f"[{asin}] {title} | {price}" for asin, title, price in results]
+    lines += [
+        f"[{asin}] {title} | {price}" if title or price else f"[{asin}]" for asin, title, price in results
+    ]
     return "\n".join(lines)
 
 
@@ -62,18 +113,46 @@ def render_item_page(
     *,
     rating: str = "N.A.",
 ) -> str:
-    """A product page: title, price, option groups (each value clickable) and the purchase buttons."""
-    lines = [
-        f"WebShop | item {asin}",
-        f"Instruction: {instruction}",
-        "[Back to Search] [< Prev]",
-        f"Title: {title}",
-        f"Price: {price} | Rating: {rating}",
-    ]
+    """A product page: title, price, option groups (each value clickable) and the purchase buttons.
+
+    An empty ``title`` or ``price`` (a record that does not name them) leaves out its line.
+    """
+    lines = [f"WebShop | item {asin}", f"Instruction: {instruction}", "[Back to Search] [< Prev]"]
+    if title:
+        lines.append(f"Title: {title}")
+    if price:
+        lines.append(f"Price: {price} | Rating: {rating}")
     lines += [f"{name}: " + " ".join(f"[{v}]" for v in values) for name, values in options.items()]
     if selected:
         lines.append("Selected: " + ", ".join(f"{k}={v}" for k, v in selected.items()))
     lines.append("[Description] [Features] [Reviews] [Buy Now]")
+    return "\n".join(lines)
+
+
+def render_sub_page(instruction: str, asin: str, sub_page: str = "", text: str = "") -> str:
+    """A product's Description, Features or Reviews page (``sub_page``), with its text when known."""
+    header = f"WebShop | item {asin} | {sub_page.lower()}" if sub_page else f"WebShop | item {asin}"
+    lines = [header, f"Instruction: {instruction}", "[Back to Search] [< Prev]"]
+    if text:
+        lines.append(text)
+    return "\n".join(lines)
+
+
+def render_done_page(
+    instruction: str,
+    asin: str,
+    selected: Mapping[str, str] = {},  # noqa: B006 - read-only default
+    reward: float | None = None,
+) -> str:
+    """The page after buying: the product bought, the options selected and, when known, the reward."""
+    chosen = ", ".join(f"{k}={v}" for k, v in selected.items()) or "none"
+    lines = [
+        "WebShop | purchase complete",
+        f"Instruction: {instruction}",
+        f"Bought: {asin} | options: {chosen}",
+    ]
+    if reward is not None:
+        lines.append(f"Reward: {reward:.2f}")
     return "\n".join(lines)
 
 
@@ -145,9 +224,10 @@ class WebShopDomain(Domain):
         [Search]
 
     A results page lists ``[ASIN] title | price``; an item page lists the option groups
-    (``size: [16 inch] [20 inch]``), a ``Selected:`` line and ``[Buy Now]``. Helpers
-    :func:`render_search_page`, :func:`render_results_page` and :func:`render_item_page` write this
-    format (the real-to-abstract mapping uses them too).
+    (``size: [16 inch] [20 inch]``), a ``Selected:`` line and ``[Buy Now]``. The ``render_*`` helpers
+    (:func:`render_search_page`, :func:`render_results_page`, :func:`render_item_page`,
+    :func:`render_sub_page`, :func:`render_done_page`) are the one home of this format: the
+    real-to-abstract mapping and the session-log loader write their states with them.
 
     Actions: ``search[<query>]`` (search page only) and ``click[<bracketed text>]``.
     ``admissible_actions`` lists the ``click[...]`` actions of the page; the search page's is empty, as
@@ -158,12 +238,14 @@ class WebShopDomain(Domain):
 
     Tasks: :meth:`seed_tasks` (12, with ``attributes``, ``options``, ``price_upper`` metadata) and
     :meth:`load_tasks` for the official files (see :func:`~dreamgym_env.domains.tasks.load_webshop_goals`).
+    A session's task id is :func:`webshop_task_id`; a recorded goal's metadata is
+    :func:`session_goal_metadata`, whose hidden facts are :data:`GOAL_FACT_KEYS`.
     """
 
     name = "webshop"
     env_id = "DreamGym/WebShop-v0"
     max_steps = 15
-    task_fact_keys = ("attributes", "options", "price_upper", "category")
+    task_fact_keys = GOAL_FACT_KEYS
     instructions = _INSTRUCTIONS
     action_help = (
         "WebShop actions: search[<query>] on the search page (e.g. search[red running shoes men]) and "
@@ -187,11 +269,13 @@ class WebShopDomain(Domain):
     @classmethod
     def load_tasks(cls, path: str | os.PathLike[str]) -> list[Task]:
         """Load tasks from an official WebShop file or session-log folder (format detected by content)."""
+        from dreamgym_env.domains.tasks import load_webshop_goals
+
         return load_webshop_goals(path)
 
 
 def _goal(attributes: list[str], options: list[str], price: float, category: str) -> dict[str, object]:
-    return {"attributes": attributes, "options": options, "price_upper": price, "category": category}
+    return {"attributes": attributes, OPTIONS_KEY: options, "price_upper": price, "category": category}
 
 
 _SEED_GOALS: list[tuple[str, dict[str, object]]] = [

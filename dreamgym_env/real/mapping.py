@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dreamgym_env.domains import Domain, get_domain
-from dreamgym_env.domains.webshop import render_item_page, render_results_page, render_search_page
+from dreamgym_env.domains.webshop import (
+    render_done_page,
+    render_item_page,
+    render_results_page,
+    render_search_page,
+    render_sub_page,
+)
 from dreamgym_env.errors import ResponseFormatError
 
 __all__ = [
@@ -176,6 +182,8 @@ def webshop_page_to_state(
 ) -> str:
     """Write a parsed WebShop page in the simulated WebShop domain's abstract format.
 
+    The page is written by the domain's ``render_*`` functions (:mod:`dreamgym_env.domains.webshop`).
+
     What the text observation leaves out (the query searched, the product id of an item page, the
     options selected so far, which sub-page is open) comes from the wrapper, which saw the actions.
     """
@@ -189,17 +197,8 @@ def webshop_page_to_state(
             instruction, asin, page.title, page.price, page.options, dict(selected or {}), rating=page.rating
         )
     if page.kind == "done":
-        chosen = ", ".join(f"{k}={v}" for k, v in (selected or {}).items()) or "none"
-        lines = [
-            "WebShop | purchase complete",
-            f"Instruction: {instruction}",
-            f"Bought: {asin} | options: {chosen}",
-        ]
-        if reward is not None:
-            lines.append(f"Reward: {reward:.2f}")
-        return "\n".join(lines)
-    header = f"WebShop | item {asin} | {sub_page.lower()}" if sub_page else f"WebShop | item {asin}"
-    return "\n".join([header, f"Instruction: {instruction}", "[Back to Search] [< Prev]", page.text])
+        return render_done_page(instruction, asin, dict(selected or {}), reward)
+    return render_sub_page(instruction, asin, sub_page, page.text)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Protocol
 
+from dreamgym_env.domains.webshop import webshop_task_id
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.base import RealReset, RealStep, RealTextEnv
 from dreamgym_env.real.mapping import parse_webshop_text, webshop_page_to_state
@@ -61,16 +62,20 @@ class WebShopRealEnv(RealTextEnv):
     ``engine``: a WebShop text env (or any :class:`WebShopTextEngine`); default: built on first reset
     as ``WebAgentTextEnv(observation_mode="text", **engine_kwargs)`` from the ``web_agent_site``
     package of the user's WebShop checkout (on ``PYTHONPATH``, with its data set up).
-    ``sessions``: session indices (goal indices) drawn from at reset; default 0..num_sessions-1.
+    ``sessions``: session indices (goal indices) or names drawn from at reset; default
+    0..num_sessions-1.
 
-    Reset options: ``{"session": index}`` plays that goal.
+    Reset options: ``{"session": index}`` plays that goal; a session name (``"20220427_1_12"``, as a
+    human session log is named) is passed to WebShop as it is. The task id is
+    :func:`~dreamgym_env.domains.webshop.webshop_task_id` of the session, the id the session log's
+    task and imported transitions get.
     """
 
     def __init__(
         self,
         engine: WebShopTextEngine | None = None,
         *,
-        sessions: list[int] | None = None,
+        sessions: list[int | str] | None = None,
         num_sessions: int = 500,
         engine_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
@@ -114,7 +119,7 @@ class WebShopRealEnv(RealTextEnv):
         page = parse_webshop_text(observation)
         self._instruction = page.instruction or str(getattr(self.engine, "instruction_text", ""))
         task = Task(
-            task_id=f"webshop-session-{session}",
+            task_id=webshop_task_id(session),
             domain="webshop",
             instruction=self._instruction,
             metadata={"session": session},

@@ -9,7 +9,11 @@ adds ``reward`` and ``reward_info``. The log records pages, not clicks, so the a
 consecutive pages is inferred from how the page changed (a new search, a result clicked, an option
 picked, ``buy now``...). A reload (the same page twice) carries no action and is dropped. The file is one
 episode: a session with N pages gives N - 1 transitions, minus reloads. The last transition (to
-``done``) has the session's reward; ``success`` is reward 1.0, WebShop's definition.
+``done``) has the session's reward; ``success`` is reward 1.0, WebShop's definition. States are the
+WebShop domain's format (:func:`render_session_page`); the task id is the domain's
+:func:`~dreamgym_env.domains.webshop.webshop_task_id` of the session, and ``metadata["task_metadata"]``
+holds the goal as the session's task carries it (:func:`~dreamgym_env.domains.webshop.session_goal_metadata`,
+the hidden facts the simulator is shown).
 
 **Imitation-learning trajectories** (WebShop's ``il_trajs_finalized_images.jsonl``): one episode per
 line, ``{"states": [str], "actions": [str], "available_actions": [[str]], "action_idxs": [int],
@@ -29,11 +33,21 @@ from typing import Any
 from urllib.parse import unquote
 
 from dreamgym_env.buffer.loaders.base import LoadIssue, Record, iter_json_lines
+from dreamgym_env.domains.webshop import (
+    render_done_page,
+    render_item_page,
+    render_results_page,
+    render_search_page,
+    render_sub_page,
+    session_goal_metadata,
+    webshop_task_id,
+)
 from dreamgym_env.types import Transition
 
 __all__ = ["load_webshop_il", "load_webshop_session", "render_session_page"]
 
 _PAGES = {"index", "search_results", "item_page", "item_sub_page", "done"}
+_SEARCH_RESULTS = 50  # WebShop's search returns its top 50 products, 10 a page; the log does not say
 
 
 def _options(content: dict[str, Any]) -> dict[str, str]:
@@ -62,35 +76,46 @@ def _sub_page(url: str) -> str:
 
 
 def render_session_page(page: dict[str, Any], reward: float | None = None) -> str:
-    """Render a logged page as an abstract WebShop state: page kind, what it shows, what can be clicked."""
+    """Write a logged page as the WebShop domain's state, with the domain's ``render_*`` functions.
+
+    The state is the page the simulator (and the real wrapper) would show, less what the log does not
+    record: result titles and prices (results are listed as ``[asin]``), an item's title, price and
+    option groups, and a sub-page's text. A results page is written with WebShop's 50 results a
+    search.
+    """
     kind = page["page"]
     content = page.get("content") or {}
+    goal = page.get("goal") or {}
+    instruction = str(goal.get("instruction_text") or "").strip()
     if kind == "index":
-        return "[search page]\nelements: [search]"
+        return render_search_page(instruction)
     if kind == "search_results":
-        asins = ", ".join(str(a) for a in content.get("search_result_asins") or [])
+        asins = [str(a) for a in content.get("search_result_asins") or []]
         number = int(content.get("page") or 1)
-        buttons = "[back to search]" + (" [< prev]" if number > 1 else "") + " [next >]"
-        return f'[search results] page {number} for "{_keywords(content)}"\nresults: {asins}\nelements: {buttons}'  # noqa: E501
-    options = _options(content)
-    chosen = ", ".join(f"{k}: {v}" for k, v in options.items()) or "none"
+        return render_results_page(
+            instruction,
+            _keywords(content),
+            [(a, "", "") for a in asins],
+            page=number,
+            total_results=max(_SEARCH_RESULTS, (number - 1) * 10 + len(asins)),
+        )
+    asin = str(content.get("asin", "?"))
     if kind == "item_page":
-        return (
-            f"[item page] {content.get('asin', '?')}\nselected options: {chosen}\n"
-            "elements: [back to search] [< prev] [description] [features] [reviews] [buy now]"
-        )
+        return render_item_page(instruction, asin, "", "", selected=_options(content))
     if kind == "item_sub_page":
-        return (
-            f"[item {_sub_page(page.get('url', ''))}] {content.get('asin', '?')}\n"
-            "elements: [back to search] [< prev]"
-        )
-    price = content.get("price")
-    lines = [f"[purchase complete] {content.get('asin', '?')}", f"selected options: {chosen}"]
-    if price is not None:
-        lines.append(f"price: ${float(price):.2f}")
-    if reward is not None:
-        lines.append(f"reward: {reward:g}")
-    return "\n".join(lines)
+        return render_sub_page(instruction, asin, _sub_page(page.get("url", "")))
+    return render_done_page(instruction, asin, _options(content), reward)
+
+
+def _purchase(page: dict[str, Any]) -> dict[str, Any]:
+    """What the ``done`` page records beyond its state: the price paid and WebShop's reward breakdown."""
+    content = page.get("content") or {}
+    extra: dict[str, Any] = {}
+    if content.get("price") is not None:
+        extra["price"] = float(content["price"])
+    if "reward_info" in page:
+        extra["reward_info"] = page["reward_info"]
+    return extra
 
 
 def _infer_action(before: dict[str, Any], after: dict[str, Any]) -> str | None:
@@ -151,13 +176,7 @@ def load_webshop_session(path: Path, *, domain: str | None = None) -> Iterator[R
         yield LoadIssue(str(path), pages[0][0], "goal has no 'instruction_text'; session skipped")
         return
     session = path.stem
-    metadata = {
-        "asin": goal.get("asin"),
-        "attributes": goal.get("attributes", []),
-        "goal_options": goal.get("goal_options", []),
-        "price_upper": goal.get("price_upper"),
-        "origin": "webshop-human-session",
-    }
+    metadata = {"task_metadata": session_goal_metadata(goal), "origin": "webshop-human-session"}
     transitions: list[Transition] = []
     for (_, before), (number, after) in zip(pages, pages[1:], strict=False):
         reward = float(after.get("reward", 0.0)) if after["page"] == "done" else None
@@ -177,7 +196,7 @@ def load_webshop_session(path: Path, *, domain: str | None = None) -> Iterator[R
         transitions.append(
             Transition(
                 domain=domain or "webshop",
-                task_id=f"webshop-goal:{goal.get('asin', session)}",
+                task_id=webshop_task_id(session),
                 task=instruction,
                 episode_id=f"webshop-session:{session}",
                 step=len(transitions),
@@ -188,10 +207,7 @@ def load_webshop_session(path: Path, *, domain: str | None = None) -> Iterator[R
                 done=done,
                 success=done and (reward or 0.0) >= 1.0,
                 source="offline",
-                metadata={
-                    **metadata,
-                    **({"reward_info": after["reward_info"]} if "reward_info" in after else {}),
-                },
+                metadata={**metadata, **(_purchase(after) if done else {})},
             )
         )
     yield Record(transitions, str(path), pages[0][0])
