@@ -76,7 +76,8 @@ class RayRolloutPool:
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         actor = ray.remote(num_cpus=num_cpus_per_worker)(RolloutWorker)
         self._ray = ray
-        self.workers = []
+        # Ray actor handles: their method calls (``w.collect.remote(...)``) are not typed.
+        self.workers: list[Any] = []
         for i in range(num_workers):
             kwargs = dict(env_kwargs)
             if endpoints:

@@ -81,6 +81,8 @@ class DreamGymEnv(gym.Env[str, str]):
     """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+    observation_space: FreeText
+    action_space: FreeText
 
     def __init__(
         self,

@@ -67,16 +67,20 @@ _PAD = -1
 _MAX_CODE_POINT = 0x10FFFF
 
 
-@flatten.register(FreeText)
 def _flatten_free_text(space: FreeText, x: str) -> np.ndarray:
     codes = np.full(space.max_length, _PAD, dtype=np.int32)
     codes[: len(x)] = [ord(c) for c in x]
     return codes
 
 
-@unflatten.register(FreeText)
 def _unflatten_free_text(space: FreeText, x: np.ndarray) -> str:
     return "".join(chr(int(c)) for c in x if c != _PAD)
+
+
+# Registered by call, not as decorators: mypy checks a decorator's dispatch type against the fallback's
+# first argument, ``Space[T]``, and cannot match the type variable (``FreeText`` is a ``Space[str]``).
+flatten.register(FreeText, _flatten_free_text)
+unflatten.register(FreeText, _unflatten_free_text)
 
 
 @flatten_space.register(FreeText)

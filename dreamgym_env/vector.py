@@ -216,7 +216,8 @@ class DreamGymVectorEnv(VectorEnv):
             self._needs_reset = terminations | truncations
         return tuple(obs), rewards, terminations, truncations, infos
 
-    def render(self) -> tuple[str | None, ...] | None:
+    # ``human`` mode prints and gives ``None`` per sub-env, which gymnasium's annotation does not allow.
+    def render(self) -> tuple[str | None, ...] | None:  # type: ignore[override]
         """Each sub-env's rendering (``ansi`` mode)."""
         if self.render_mode is None:
             return None

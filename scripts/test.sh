@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Install everything the tests need, then run every tier: unit, integration (real vLLM server) and real-env.
+# DREAMGYM_SKIP_INSTALL=1 skips the install (CI installs once, before linting).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install.sh
-if [ -f scripts/install_real.sh ]; then
-  bash scripts/install_real.sh .venv/bin/python
+if [ "${DREAMGYM_SKIP_INSTALL:-0}" != 1 ]; then
+  bash scripts/install.sh
+  if [ -f scripts/install_real.sh ]; then
+    bash scripts/install_real.sh .venv/bin/python
+  fi
 fi
 # Integration tests must not skip silently for want of vLLM.
 export DREAMGYM_REQUIRE_VLLM=1

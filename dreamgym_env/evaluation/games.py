@@ -90,7 +90,7 @@ def cases_from_games(
     )
     stored: list[Transition] = []
     if buffer_path is not None and config.top_k > 0:
-        with ReplayBuffer.open(buffer_path) as buffer:
+        with ReplayBuffer.open(os.fspath(buffer_path)) as buffer:
             stored = [
                 t for t in buffer.iter_transitions(domain=config.domain) if t.source in ("offline", "real")
             ]

@@ -83,6 +83,8 @@ class RealTextEnv(gym.Env[str, str]):
     """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+    observation_space: FreeText
+    action_space: FreeText
 
     def __init__(
         self,

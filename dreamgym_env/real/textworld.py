@@ -136,7 +136,7 @@ class TextGameEnv(RealTextEnv):
         )
 
     def _step_state(self, game_state: Mapping[str, Any]) -> str:
-        return clean_feedback(str(game_state.feedback))
+        return clean_feedback(str(game_state.get("feedback")))
 
     def _real_step(self, action: str) -> RealStep:
         game_state, score, done = self._engine.step(action)
@@ -210,7 +210,7 @@ class TextWorldRealEnv(TextGameEnv):
 
     def _step_state(self, game_state: Mapping[str, Any]) -> str:
         return render_textworld_state(
-            clean_feedback(str(game_state.feedback)),
+            clean_feedback(str(game_state.get("feedback"))),
             clean_game_text(str(game_state.get("description") or "")),
             clean_game_text(str(game_state.get("inventory") or "")),
         )

@@ -10,10 +10,11 @@ episode, which of the two plays.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.core import RenderFrame
 
 from dreamgym_env.errors import ConfigError, DreamGymError
 from dreamgym_env.retrieval import Retriever
@@ -87,6 +88,8 @@ class SimToRealEnv(gym.Env[str, str]):
     """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+    observation_space: FreeText
+    action_space: FreeText
 
     def __init__(
         self,
@@ -101,24 +104,22 @@ class SimToRealEnv(gym.Env[str, str]):
     ) -> None:
         self.sim_env = gym.make(sim_env, **(sim_kwargs or {})) if isinstance(sim_env, str) else sim_env
         self.real_env = gym.make(real_env, **(real_kwargs or {})) if isinstance(real_env, str) else real_env
+        spaces: list[tuple[FreeText, FreeText]] = []
         for name, env in (("sim_env", self.sim_env), ("real_env", self.real_env)):
-            if not isinstance(env.observation_space, FreeText) or not isinstance(env.action_space, FreeText):
+            obs_space, act_space = env.observation_space, env.action_space
+            if not isinstance(obs_space, FreeText) or not isinstance(act_space, FreeText):
                 raise ConfigError(
                     f"{name} must have FreeText observation and action spaces (a DreamGym env or a real "
-                    f"wrapper), got {env.observation_space} and {env.action_space}"
+                    f"wrapper), got {obs_space} and {act_space}"
                 )
+            spaces.append((obs_space, act_space))
+        (sim_obs_space, sim_act_space), (real_obs_space, real_act_space) = spaces
         self.schedule = schedule or SimToRealSchedule()
         self.retriever = retriever
         self.render_mode = render_mode
-        self.observation_space = FreeText(
-            max_length=max(
-                self.sim_env.observation_space.max_length, self.real_env.observation_space.max_length
-            )
-        )
+        self.observation_space = FreeText(max_length=max(sim_obs_space.max_length, real_obs_space.max_length))
         # An action must be accepted by both envs.
-        self.action_space = FreeText(
-            max_length=min(self.sim_env.action_space.max_length, self.real_env.action_space.max_length)
-        )
+        self.action_space = FreeText(max_length=min(sim_act_space.max_length, real_act_space.max_length))
         self.episodes = {"sim": 0, "real": 0}
         self._forced: Phase | None = None
         self._phase: Phase = "sim"
@@ -160,7 +161,7 @@ class SimToRealEnv(gym.Env[str, str]):
         self._active = True
         return obs, self._info(info)
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         """Forward the action to the env of the current episode; store a real transition."""
         if not self._active:
             raise DreamGymError("Call reset() before step().")
@@ -173,7 +174,7 @@ class SimToRealEnv(gym.Env[str, str]):
             self._active = False
         return obs, reward, terminated, truncated, self._info(info)
 
-    def render(self) -> str | None:
+    def render(self) -> RenderFrame | list[RenderFrame] | None:
         """Render the env of the current episode."""
         return self.current.render()
 
