@@ -6,6 +6,7 @@ import argparse
 import importlib
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 __all__ = ["build_parser", "main"]
@@ -60,12 +61,18 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         )
         return 2
     print(f"export DREAMGYM_BASE_URL={server.base_url} DREAMGYM_MODEL={server.model}", flush=True)
+    # The server runs in its own process group, so a signal to this one does not reach it: catch
+    # SIGINT/SIGTERM (the default SIGTERM action would end this process without stopping the server)
+    # and stop the server on either.
+    stopped = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stopped.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
-    except KeyboardInterrupt:
-        pass
+        while not stopped.wait(0.5):
+            pass
     finally:
         server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0
 
 

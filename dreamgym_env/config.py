@@ -95,6 +95,15 @@ class EnvConfig(BaseModel):
     max_state_chars: int = Field(4000, ge=16, description="Cap on a predicted state (enforced in decoding).")
     max_reasoning_chars: int = Field(1200, ge=0)
     max_admissible_actions: int = Field(64, ge=0)
+    caps_in_schema: bool = Field(
+        False,
+        description=(
+            "Also write the character caps into the output schema (maxLength). Off by default: under "
+            "vLLM's xgrammar backend a capped string admits no escape sequence, so a model could never "
+            "write a newline in a state; the caps are checked after parsing instead (a longer answer "
+            "counts as unparsable)."
+        ),
+    )
     parse_retries: int = Field(2, ge=0, description="New requests after an unparsable answer.")
     on_invalid_output: Literal["raise", "fail_state"] = Field(
         "raise",

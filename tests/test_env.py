@@ -259,3 +259,27 @@ def test_requests_carry_the_episode_id():
     ids = [r.episode_id for r in env.unwrapped.backend.requests]
     assert ids == [first["episode_id"]] * 2 + [second["episode_id"]]
     assert first["episode_id"] != second["episode_id"]
+
+
+def test_length_caps_are_checked_after_parsing_not_in_the_schema_by_default():
+    """xgrammar admits no escape (no newline) in a maxLength-capped string: caps stay out of the schema."""
+    from dreamgym_env.experience.model import ExperienceModel
+
+    default = ExperienceModel(ToyDomain(), ScriptedBackend(), dreamgym_env.EnvConfig())
+    assert "maxLength" not in str(default.json_schema)
+    capped = ExperienceModel(ToyDomain(), ScriptedBackend(), dreamgym_env.EnvConfig(caps_in_schema=True))
+    assert capped.json_schema["properties"]["next_state"]["maxLength"] == 4000
+
+    long_state = ExperienceOutput(
+        reasoning="", next_state="x" * 41, admissible_actions=[], done=False, success=False
+    )
+    env = DreamGymEnv(
+        ToyDomain(),
+        backend=ScriptedBackend(lambda request: long_state),
+        max_state_chars=40,
+        parse_retries=1,
+        on_invalid_output="raise",
+    )
+    env.reset(seed=0)
+    with pytest.raises(ResponseFormatError, match="41 characters, over max_state_chars=40"):
+        env.step("go[2]")

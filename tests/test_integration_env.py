@@ -23,6 +23,7 @@ FALLBACK_ACTIONS = {
 }
 # Caps that keep the smoke model's answers short and always closable within max_tokens.
 SMALL = dict(
+    caps_in_schema=True,  # decoding enforces the caps, so the smoke model cannot ramble past them
     max_state_chars=300,
     max_reasoning_chars=160,
     max_admissible_actions=6,

