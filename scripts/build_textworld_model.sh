@@ -2,14 +2,15 @@
 # Rebuild the shipped TextWorld experience model (dreamgym_env/models/textworld) from nothing:
 #   1. the game suite (256 training + 40 held-out games, fixed seeds) and real transitions of every game
 #      (an expert episode and 4 noisy-expert ones each, scripts/collect_textworld.py);
-#   2. SFT data: held-out games apart, one episode of each training game held out, each prompt with one
-#      history step and the most similar transition of another episode (`dreamgym build-sft`);
+#   2. SFT data: held-out games apart, one episode of each training game held out, each prompt with the
+#      state (Markov: room and inventory included, so no history step) and the most similar transition of
+#      another episode (`dreamgym build-sft`);
 #   3. a Llama-architecture model trained from scratch for a fixed number of optimizer steps and a fixed
 #      seed (`dreamgym train`), so the run does not depend on the machine's speed;
 #   4. the model copied into the package with manifest.json (data, seeds, checksum), then scored with
 #      `dreamgym eval-fidelity` on both held-out splits (served by vLLM) and the metrics added.
 #
-# Usage: scripts/build_textworld_model.sh    (about 75 minutes on 2 CPU cores; OUT=runs/textworld_model)
+# Usage: scripts/build_textworld_model.sh    (about 60-75 minutes on 2 CPU cores; OUT=runs/textworld_model)
 # Knobs (environment): OUT STEPS TRAIN_GAMES HELDOUT_GAMES EPISODES SKIP_EVAL PYTHON
 set -euo pipefail
 cd "$(dirname "$0")/.."
