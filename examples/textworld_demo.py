@@ -78,7 +78,11 @@ def side_by_side(game: str, sim_kwargs: dict[str, Any], steps: int) -> None:
 
 
 def success_rate(policy: Any, games: list[str], args: Args, episodes: int) -> float:
-    """Success in the real games; ``policy=None`` plays uniformly random admissible commands."""
+    """Success in the real games; ``policy=None`` plays uniformly random admissible commands.
+
+    The trained policy samples its actions (as in ``benchmarks/bench_sim_to_real.py``): after a few
+    updates its most likely action often loops (``look``, ``inventory``), and sampling gets it out.
+    """
     env = wrapped(gym.make("DreamGym/TextWorld-Real-v0", game_files=games, max_steps=args.max_steps), args)
     rng = np.random.default_rng(args.seed)
     wins = 0
@@ -89,7 +93,7 @@ def success_rate(policy: Any, games: list[str], args: Args, episodes: int) -> fl
             if policy is None:
                 action = int(rng.choice(np.flatnonzero(info["action_mask"])))
             else:
-                action = int(policy.predict(obs, action_masks=info["action_mask"], deterministic=True)[0])
+                action = int(policy.predict(obs, action_masks=info["action_mask"], deterministic=False)[0])
             obs, _, terminated, truncated, info = env.step(action)
             done = terminated or truncated
         wins += bool(info["success"])
