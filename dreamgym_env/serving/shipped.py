@@ -114,21 +114,16 @@ def serve_shipped_model(
         DependencyNotInstalled: vLLM is not installed.
         ServerStartError: the server did not start.
     """
-    import importlib.util
-
-    from dreamgym_env.errors import DependencyNotInstalled
-    from dreamgym_env.serving.vllm_server import SMOKE_SERVER_ARGS, VLLMServer
+    from dreamgym_env.serving.vllm_server import require_vllm, start_local_model
 
     folder = shipped_model_dir(name)
-    if importlib.util.find_spec("vllm") is None:
-        raise DependencyNotInstalled("vllm", "cpu", f"Serving the shipped {name} model")
-    server = VLLMServer(
+    require_vllm(f"Serving the shipped {name} model")
+    return start_local_model(
         folder,
-        served_model_name=name,
+        name,
         port=port,
         max_model_len=SHIPPED_CONTEXT,
-        extra_args=[*SMOKE_SERVER_ARGS, *extra_args],
+        extra_args=extra_args,
         startup_timeout=startup_timeout,
         log_path=log_path,
     )
-    return server.start()

@@ -384,13 +384,40 @@ def serve_smoke_model(
         default_smoke_model_dir,
     )
 
-    if importlib.util.find_spec("vllm") is None:
-        raise DependencyNotInstalled("vllm", "cpu", "Serving the smoke model")
+    require_vllm("Serving the smoke model")
     steps = DEFAULT_TRAIN_STEPS if train_steps is None else train_steps
     directory = build_tiny_model(model_dir or default_smoke_model_dir(), train_steps=steps)
-    server = VLLMServer(
+    return start_local_model(
         directory,
-        served_model_name=SMOKE_MODEL_NAME,
+        SMOKE_MODEL_NAME,
+        port=port,
+        max_model_len=max_model_len,
+        extra_args=extra_args,
+        startup_timeout=startup_timeout,
+        log_path=log_path,
+    )
+
+
+def require_vllm(what: str) -> None:
+    """Raise :class:`DependencyNotInstalled` (naming the ``cpu`` extra) when vLLM is not installed."""
+    if importlib.util.find_spec("vllm") is None:
+        raise DependencyNotInstalled("vllm", "cpu", what)
+
+
+def start_local_model(
+    folder: str | os.PathLike[str],
+    name: str,
+    *,
+    port: int | None,
+    max_model_len: int,
+    extra_args: Sequence[str],
+    startup_timeout: float,
+    log_path: str | os.PathLike[str] | None,
+) -> VLLMServer:
+    """Start a server for a model folder the package built, with :data:`SMOKE_SERVER_ARGS` first."""
+    server = VLLMServer(
+        folder,
+        served_model_name=name,
         port=port,
         max_model_len=max_model_len,
         extra_args=[*SMOKE_SERVER_ARGS, *extra_args],
