@@ -109,7 +109,7 @@ def test_trl_dataset_formats_and_filtering() -> None:
     from dreamgym_env.training.trl_format import to_trl_dataset
 
     batch = collect()
-    ds = to_trl_dataset(batch)
+    ds = to_trl_dataset(batch, format="prompt_completion")
     assert isinstance(ds, datasets.Dataset) and len(ds) == len(batch)
     assert {"prompt", "completion", "reward", "advantage", "group_id"} <= set(ds.column_names)
     assert "messages" not in ds.column_names and is_conversational(ds[0])
@@ -117,10 +117,11 @@ def test_trl_dataset_formats_and_filtering() -> None:
     chats = to_trl_dataset(batch, format="messages")
     assert is_conversational(chats[0]) and chats[0]["messages"] == batch.trajectories[0].messages
     better = to_trl_dataset(batch, min_advantage=0.0)
-    assert 0 < len(better) < len(batch) and all(a > 0 for a in better["advantage"])
-    assert all(s for s in better["success"])
+    kept = [t for t in batch.trajectories if t.advantage > 0]
+    assert 0 < len(kept) < len(batch) and len(better) == sum(t.num_turns for t in kept)
+    assert all(a > 0 for a in better["advantage"]) and all(s for s in better["success"])
     empty = to_trl_dataset(RolloutBatch([], 2))
-    assert len(empty) == 0 and "prompt" in empty.column_names
+    assert len(empty) == 0 and {"prompt", "completion", "turn"} <= set(empty.column_names)
 
 
 def test_trl_sft_trainer_trains_on_the_rollouts(smoke_model_dir: Path, tmp_path: Path) -> None:

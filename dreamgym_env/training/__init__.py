@@ -11,6 +11,7 @@ __all__ = ["SFTBuildConfig", "build_sft_dataset", "split_by_task"]
 
 # Group rollouts of an LLM policy (GRPO-style groups) and their export to TRL's dataset formats.
 from dreamgym_env.training.collector import (  # noqa: E402
+    ActionSample,
     ChatPolicy,
     RolloutBatch,
     Trajectory,
@@ -20,6 +21,7 @@ from dreamgym_env.training.collector import (  # noqa: E402
 from dreamgym_env.training.trl_format import to_trl_dataset  # noqa: E402
 
 __all__ += [
+    "ActionSample",
     "ChatPolicy",
     "RolloutBatch",
     "Trajectory",

@@ -31,6 +31,7 @@ from dreamgym_env.errors import BackendError, ConfigError, DependencyNotInstalle
 from dreamgym_env.types import Task
 
 __all__ = [
+    "ActionSample",
     "AdvantageScale",
     "ChatPolicy",
     "ChatPolicyProtocol",
@@ -50,11 +51,35 @@ AdvantageScale = Literal["std", "none"]
 hard tasks)."""
 
 
+@dataclass(frozen=True)
+class ActionSample:
+    """One decision of the policy: the action's text and, where the policy reports them, its tokens.
+
+    Token-level trainers (PPO, GRPO with importance sampling) need the ids the policy actually sampled
+    and their log-probabilities under the sampling policy; re-tokenising the text can give other ids.
+
+    Attributes:
+        text: The action, as sent to the env.
+        token_ids: The sampled completion's token ids (vLLM's ``return_token_ids``), or None.
+        logprobs: One log-probability per entry of ``token_ids``, or None.
+        prompt_token_ids: The prompt as the server tokenised it, or None.
+    """
+
+    text: str
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    prompt_token_ids: list[int] | None = None
+
+
 class ChatPolicyProtocol(Protocol):
     """What :func:`collect_groups` needs from a policy: the next action for a conversation."""
 
-    async def act(self, messages: Sequence[Message], admissible_actions: Sequence[str]) -> str:
-        """Return the next action given the conversation so far and the state's admissible actions."""
+    async def act(self, messages: Sequence[Message], admissible_actions: Sequence[str]) -> str | ActionSample:
+        """Return the next action given the conversation so far and the state's admissible actions.
+
+        A plain string is enough; an :class:`ActionSample` also carries token ids and logprobs into
+        the exports.
+        """
         ...
 
 
@@ -76,6 +101,8 @@ class Trajectory:
         truncated: The step limit ended it.
         source: ``"sim"`` or ``"real"``, from ``info["source"]``.
         final_observation: What the env answered to the last action (no turn follows it).
+        samples: One :class:`ActionSample` per action, in order (token ids and logprobs where the
+            policy reported them).
     """
 
     messages: list[Message]
@@ -90,6 +117,7 @@ class Trajectory:
     truncated: bool = False
     source: str = ""
     final_observation: str = ""
+    samples: list[ActionSample] = field(default_factory=list)
 
     @property
     def num_turns(self) -> int:
@@ -107,12 +135,13 @@ class Trajectory:
         """The messages from the first action on: the policy's turns and the env's answers."""
         return self.messages[len(self.prompt) :]
 
-    def to_record(self) -> dict[str, Any]:
-        """A flat dict of plain values (lists of messages, floats, strings): one dataset row."""
+    @property
+    def has_tokens(self) -> bool:
+        """Every action carries the token ids the policy sampled."""
+        return bool(self.samples) and all(s.token_ids is not None for s in self.samples)
+
+    def _outcome(self) -> dict[str, Any]:
         return {
-            "messages": [dict(m) for m in self.messages],
-            "prompt": [dict(m) for m in self.prompt],
-            "completion": [dict(m) for m in self.completion],
             "reward": float(self.reward),
             "advantage": float(self.advantage),
             "success": bool(self.success),
@@ -122,6 +151,53 @@ class Trajectory:
             "group_id": self.group_id,
             "source": self.source,
         }
+
+    def to_record(self) -> dict[str, Any]:
+        """A flat dict of plain values (lists of messages, floats, strings): one dataset row.
+
+        With :attr:`has_tokens`, ``completion_ids`` and ``completion_logprobs`` hold one list per
+        action.
+        """
+        record: dict[str, Any] = {
+            "messages": [dict(m) for m in self.messages],
+            "prompt": [dict(m) for m in self.prompt],
+            "completion": [dict(m) for m in self.completion],
+            **self._outcome(),
+        }
+        if self.has_tokens:
+            record["completion_ids"] = [list(s.token_ids or []) for s in self.samples]
+            record["completion_logprobs"] = [list(s.logprobs or []) for s in self.samples]
+        return record
+
+    def decisions(self) -> list[dict[str, Any]]:
+        """One row per action: ``prompt`` is the episode up to it, ``completion`` the action alone.
+
+        This is the form in which a prompt-completion trainer (TRL's SFT with its default
+        completion-only loss, DPO, GRPO's offline variants) trains the agent's tokens and nothing the
+        env said. Each row carries the episode's outcome (``reward``, ``advantage``, ...), its
+        ``turn`` index, and, with :attr:`has_tokens`, the action's ``completion_ids`` and
+        ``completion_logprobs`` (plus ``prompt_ids`` where the server reported them).
+        """
+        rows = []
+        turn = 0
+        for i, message in enumerate(self.messages):
+            if message["role"] != "assistant":
+                continue
+            row: dict[str, Any] = {
+                "prompt": [dict(m) for m in self.messages[:i]],
+                "completion": [dict(message)],
+                "turn": turn,
+                **self._outcome(),
+            }
+            if self.has_tokens:
+                sample = self.samples[turn]
+                row["completion_ids"] = list(sample.token_ids or [])
+                row["completion_logprobs"] = list(sample.logprobs or [])
+                if all(s.prompt_token_ids is not None for s in self.samples):
+                    row["prompt_ids"] = list(sample.prompt_token_ids or [])
+            rows.append(row)
+            turn += 1
+        return rows
 
 
 @dataclass
@@ -190,6 +266,9 @@ class ChatPolicy:
         timeout_s: Per-request timeout.
         max_retries: Retries of the OpenAI client (connection errors, 5xx, 429).
         extra_body: Extra request fields, merged after the structured-output constraint.
+        return_tokens: Also ask for the sampled token ids, the prompt's ids (vLLM's
+            ``return_token_ids``) and their logprobs; :meth:`act` then returns an
+            :class:`ActionSample` that carries them into the exports.
     """
 
     def __init__(
@@ -204,8 +283,10 @@ class ChatPolicy:
         timeout_s: float = 60.0,
         max_retries: int = 2,
         extra_body: Mapping[str, Any] | None = None,
+        return_tokens: bool = False,
     ) -> None:
         self.base_url = base_url
+        self.return_tokens = return_tokens
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -216,7 +297,7 @@ class ChatPolicy:
         self._max_retries = max_retries
         self._client: Any = None
 
-    async def act(self, messages: Sequence[Message], admissible_actions: Sequence[str]) -> str:
+    async def act(self, messages: Sequence[Message], admissible_actions: Sequence[str]) -> str | ActionSample:
         """Ask the model for the next action of the conversation ``messages``."""
         import openai
 
@@ -232,6 +313,8 @@ class ChatPolicy:
             body["structured_outputs"] = {"choice": list(dict.fromkeys(admissible_actions))}
         elif self.action_patterns:
             body["structured_outputs"] = {"regex": "|".join(f"(?:{p})" for p in self.action_patterns)}
+        if self.return_tokens:
+            body["return_token_ids"] = True
         body.update(self.extra_body)
         try:
             response = await self._client.chat.completions.create(
@@ -239,19 +322,38 @@ class ChatPolicy:
                 messages=list(messages),
                 temperature=self.temperature,
                 max_tokens=self.max_tokens,
+                logprobs=self.return_tokens,
                 extra_body=body,
             )
         except openai.APIConnectionError as e:
             raise ServerUnreachableError(f"The policy endpoint {self.base_url} did not answer: {e}") from e
         except openai.APIError as e:
             raise BackendError(f"The policy endpoint {self.base_url} rejected the request: {e}") from e
-        return (response.choices[0].message.content or "").strip()
+        choice = response.choices[0]
+        text = (choice.message.content or "").strip()
+        if not self.return_tokens:
+            return text
+        return _sample_from(text, response, choice)
 
     async def aclose(self) -> None:
         """Close the HTTP client."""
         if self._client is not None:
             await self._client.close()
             self._client = None
+
+
+def _sample_from(text: str, response: Any, choice: Any) -> ActionSample:
+    """The token ids and logprobs a vLLM answer reports (None where the server sent none)."""
+    token_ids = getattr(choice, "token_ids", None)
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    logprobs = [float(t.logprob) for t in content] if content else None
+    prompt_ids = getattr(response, "prompt_token_ids", None)
+    return ActionSample(
+        text,
+        token_ids=[int(t) for t in token_ids] if token_ids is not None else None,
+        logprobs=logprobs,
+        prompt_token_ids=[int(t) for t in prompt_ids] if prompt_ids is not None else None,
+    )
 
 
 def default_system_prompt(env: gym.Env[Any, Any]) -> str:
@@ -446,7 +548,10 @@ async def _play(
     )
     astep = getattr(env, "astep", None)
     while True:
-        action = await policy.act(trajectory.messages, list(info.get("admissible_actions") or []))
+        answer = await policy.act(trajectory.messages, list(info.get("admissible_actions") or []))
+        sample = answer if isinstance(answer, ActionSample) else ActionSample(str(answer))
+        action = sample.text
+        trajectory.samples.append(sample)
         if astep is not None:
             obs, reward, terminated, truncated, info = await astep(action)
         else:

@@ -2,14 +2,28 @@
 
 Why TRL: its dataset formats (conversational ``messages``, and ``prompt`` + ``completion`` lists of
 ``{"role", "content"}`` messages) are documented, shared by its SFT, GRPO, RLOO, DPO and KTO trainers,
-and have stayed the same across releases, while its hooks for multi-turn environment rollouts
-(``rollout_func``, ``environment_factory``) are still marked experimental. verl reads the same
-``messages`` column for multi-turn data (``dataset.to_parquet(path)``), and OpenRLHF and others read
-chat lists too, so one format serves them all.
+and have stayed the same across releases. verl reads the same ``messages`` column for multi-turn data
+(``dataset.to_parquet(path)``), and OpenRLHF and others read chat lists too.
 
-The columns are the trajectory's messages plus ``reward``, ``advantage``, ``success``, ``num_turns``,
-``task_id``, ``task``, ``group_id`` and ``source``: everything an advantage-weighted or filtered
-(rejection-sampling) update needs, and what a custom GRPO loss reads per sequence.
+What matters most is which tokens a trainer puts the loss on. An episode interleaves the agent's
+actions with the environment's observations, and a policy must learn to say only the former: trained
+on the observations it would learn to imitate the simulator. TRL's prompt-completion loss covers every
+``completion`` token, and its conversational loss covers every token unless ``assistant_only_loss``
+is set. So the formats are:
+
+* ``"decisions"`` (the default): one row per action; ``prompt`` is the episode up to that action and
+  ``completion`` is the action alone. Any prompt-completion trainer then trains the agent's tokens only,
+  with no option to remember.
+* ``"messages"``: one row per episode, the whole conversation; train it with TRL's
+  ``SFTConfig(assistant_only_loss=True)``, which masks every non-assistant turn.
+* ``"prompt_completion"``: one row per episode, ``completion`` is everything from the first action on
+  (actions *and* observations). Only for trainers that mask the observations themselves.
+
+Every row carries ``reward``, ``advantage``, ``success``, ``num_turns``, ``task_id``, ``task``,
+``group_id`` and ``source``: what an advantage-weighted or filtered (rejection-sampling) update needs.
+Where the policy reported them (:class:`~dreamgym_env.training.collector.ChatPolicy` with
+``return_tokens=True``), ``completion_ids`` and ``completion_logprobs`` hold the sampled tokens and
+their log-probabilities (per action in ``"decisions"`` rows, one list per action otherwise).
 """
 
 from __future__ import annotations
@@ -17,64 +31,80 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled
-from dreamgym_env.training.collector import RolloutBatch
+from dreamgym_env.training.collector import RolloutBatch, Trajectory
 
-__all__ = ["TRLFormat", "to_trl_dataset"]
+__all__ = ["TRL_FORMATS", "TRLFormat", "to_trl_dataset", "to_trl_rows"]
 
-TRLFormat = Literal["prompt_completion", "messages"]
-"""``"prompt_completion"``: ``prompt`` (system + first observation) and ``completion`` (the rest of
-the episode); ``"messages"``: the whole conversation in one column (TRL's SFT with
-``assistant_only_loss=True`` trains on the actions only)."""
+TRLFormat = Literal["decisions", "messages", "prompt_completion"]
+"""``"decisions"``: one row per action (prompt = episode so far, completion = the action);
+``"messages"``: one row per episode, for ``assistant_only_loss=True``; ``"prompt_completion"``: one
+row per episode with observations inside ``completion`` (see the module docstring)."""
+
+TRL_FORMATS: tuple[str, ...] = ("decisions", "messages", "prompt_completion")
+
+_OUTCOME = ("reward", "advantage", "success", "num_turns", "task_id", "task", "group_id", "source")
+_COLUMNS: dict[str, tuple[str, ...]] = {
+    "decisions": ("prompt", "completion", "turn", *_OUTCOME),
+    "messages": ("messages", *_OUTCOME),
+    "prompt_completion": ("prompt", "completion", *_OUTCOME),
+}
+
+
+def to_trl_rows(
+    batch: RolloutBatch, *, format: TRLFormat = "decisions", min_advantage: float | None = None
+) -> list[dict[str, Any]]:
+    """The rows of :func:`to_trl_dataset` as plain dicts (no ``datasets`` needed).
+
+    Raises:
+        ConfigError: ``format`` is not one of :data:`TRL_FORMATS`.
+    """
+    if format not in TRL_FORMATS:
+        raise ConfigError(f"format must be one of {list(TRL_FORMATS)}, got {format!r}.")
+    rows: list[dict[str, Any]] = []
+    for trajectory in batch.trajectories:
+        if min_advantage is not None and trajectory.advantage <= min_advantage:
+            continue
+        rows.extend(_rows(trajectory, format))
+    return rows
+
+
+def _rows(trajectory: Trajectory, format: str) -> list[dict[str, Any]]:
+    if format == "decisions":
+        return trajectory.decisions()
+    record = trajectory.to_record()
+    drop = ("prompt", "completion") if format == "messages" else ("messages",)
+    return [{k: v for k, v in record.items() if k not in drop}]
 
 
 def to_trl_dataset(
-    batch: RolloutBatch, *, format: TRLFormat = "prompt_completion", min_advantage: float | None = None
+    batch: RolloutBatch, *, format: TRLFormat = "decisions", min_advantage: float | None = None
 ) -> Any:
     """Turn a :class:`~dreamgym_env.training.collector.RolloutBatch` into a ``datasets.Dataset``.
 
     Args:
         batch: Trajectories from :func:`~dreamgym_env.training.collector.collect_groups`.
-        format: ``"prompt_completion"`` or ``"messages"`` (see :data:`TRLFormat`).
+        format: ``"decisions"`` (default), ``"messages"`` or ``"prompt_completion"`` (see
+            :data:`TRLFormat`); the first two train the agent's tokens only.
         min_advantage: Keep only trajectories whose advantage exceeds it (e.g. ``0.0``: the better
             half of each mixed group), the filtered-SFT form of a policy-improvement step; None keeps all.
 
     Returns:
-        A ``datasets.Dataset`` with one row per kept trajectory.
+        A ``datasets.Dataset``: one row per kept action (``"decisions"``) or trajectory (the others).
+
+    Raises:
+        ConfigError: ``format`` is not one of :data:`TRL_FORMATS`.
+        DependencyNotInstalled: ``datasets`` is missing.
 
     Example:
         >>> batch = collect_groups("DreamGym/TextWorld-v0", tasks, ChatPolicy(url, "policy"), group_size=8)
-        >>> dataset = to_trl_dataset(batch, min_advantage=0.0)
+        >>> dataset = to_trl_dataset(batch, min_advantage=0.0)  # one row per good decision
         >>> trainer = trl.SFTTrainer(model, train_dataset=dataset, args=trl.SFTConfig(...))
     """
     try:
         import datasets
     except ImportError as e:
         raise DependencyNotInstalled("datasets", "train", "Exporting rollouts for TRL") from e
-    if format not in ("prompt_completion", "messages"):
-        raise ConfigError(f"format must be 'prompt_completion' or 'messages', got {format!r}.")
-    drop = ("messages",) if format == "prompt_completion" else ("prompt", "completion")
-    rows = []
-    for trajectory in batch.trajectories:
-        if min_advantage is not None and trajectory.advantage <= min_advantage:
-            continue
-        record = trajectory.to_record()
-        rows.append({k: v for k, v in record.items() if k not in drop})
+    rows = to_trl_rows(batch, format=format, min_advantage=min_advantage)
     if not rows:
-        columns = [k for k in _COLUMNS if k not in drop]
-        return datasets.Dataset.from_dict({k: [] for k in columns})
+        return datasets.Dataset.from_dict({k: [] for k in _COLUMNS[format]})
     return datasets.Dataset.from_list(rows)
-
-
-_COLUMNS = (
-    "messages",
-    "prompt",
-    "completion",
-    "reward",
-    "advantage",
-    "success",
-    "num_turns",
-    "task_id",
-    "task",
-    "group_id",
-    "source",
-)
