@@ -104,7 +104,9 @@ class BufferConfig(BaseModel):
     """Everything a :class:`~dreamgym_env.buffer.ReplayBuffer` needs.
 
     Attributes:
-        path: SQLite file (created if missing) or ``":memory:"`` for a throwaway buffer.
+        path: SQLite file (created if missing), ``":memory:"`` for a throwaway buffer, or a PostgreSQL
+            URL (``postgresql://user:password@host:5432/dbname``, needs the ``postgres`` extra) for one
+            buffer shared by every process of a cluster.
         embedder: The embedder; changing it on an existing file re-embeds every row on open.
         index: The vector index.
         store_policy: Which transitions ``add`` keeps (see :data:`StorePolicy`). Imports through

@@ -22,9 +22,10 @@ import numpy as np
 from dreamgym_env.buffer.config import BufferConfig
 from dreamgym_env.buffer.embedders import Embedder, build_embedder, embed_pairs
 from dreamgym_env.buffer.index import ShardedIndex
-from dreamgym_env.buffer.store import TransitionStore
+from dreamgym_env.buffer.store import Store, open_store
 from dreamgym_env.errors import ConfigError, StoreError
 from dreamgym_env.retrieval import RetrievalQuery
+from dreamgym_env.storage.urls import is_postgres_url
 from dreamgym_env.types import Transition
 
 __all__ = ["AddResult", "ReplayBuffer", "ScoredTransition", "dedup_key"]
@@ -95,7 +96,7 @@ class ReplayBuffer:
         self._lock = threading.RLock()
         self._key_cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._seen_version: int | None = None  # the store's data_version when the index last caught up
-        self.store = TransitionStore(self.config.path, self.config.busy_timeout_s, self.config.synchronous)
+        self.store: Store = open_store(self.config.path, self.config.busy_timeout_s, self.config.synchronous)
         self._closed = False
         try:
             self._check_embedder()
@@ -119,8 +120,12 @@ class ReplayBuffer:
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
+    def _local_file(self) -> bool:
+        """Whether the store is a SQLite file (index snapshots are kept next to it)."""
+        return self.config.path != ":memory:" and not is_postgres_url(self.config.path)
+
     def _persistent(self) -> bool:
-        return self.config.path != ":memory:" and self.config.index.persist
+        return self._local_file() and self.config.index.persist
 
     def _check_embedder(self) -> None:
         """Re-embed every stored row when the embedder changed since the file was written."""
@@ -133,7 +138,7 @@ class ReplayBuffer:
                 ids, states, actions = zip(*batch, strict=True)
                 vectors = embed_pairs(self.embedder, states, actions, self.config.embedder.action_weight)
                 self.store.replace_embeddings(zip(ids, vectors, strict=True))
-            if self.config.path != ":memory:":
+            if self._local_file():
                 directory = ShardedIndex.snapshot_dir(self.config.path)
                 if directory.is_dir():
                     for snapshot in directory.glob("*.faiss"):
@@ -192,8 +197,8 @@ class ReplayBuffer:
         """Snapshot the approximate shards now, so a reopen only adds rows committed after this point."""
         with self._lock:
             self._sync()
-            if self.config.path == ":memory:":
-                raise ConfigError("an in-memory buffer has no file to save its index next to")
+            if not self._local_file():
+                raise ConfigError("an in-memory or PostgreSQL buffer has no file to save its index next to")
             self.index.save(ShardedIndex.snapshot_dir(self.config.path), self._watermark, self._eviction_seq)
 
     def __enter__(self) -> ReplayBuffer:
@@ -304,7 +309,7 @@ class ReplayBuffer:
         if evicted:
             logger.info(
                 "Replay buffer (%s): evicted %d simulated transitions, oldest first, to keep max_synthetic=%d",
-                self.config.path or "(in memory)",
+                self.store.path,
                 len(evicted),
                 self.config.max_synthetic,
             )
@@ -429,7 +434,7 @@ class ReplayBuffer:
             self._sync()
             shards = {d: {"kind": s.kind, "size": len(s)} for d, s in self.index.shards.items()}
         return {
-            "path": self.config.path,
+            "path": self.store.path,
             "transitions": len(self),
             "by_domain_source": [{"domain": d, "source": s, "count": c} for d, s, c in self.store.stats()],
             "embedder": self.embedder.signature,
@@ -452,4 +457,4 @@ class ReplayBuffer:
         return n
 
     def __repr__(self) -> str:
-        return f"ReplayBuffer(path={self.config.path!r}, embedder={self.embedder.signature!r})"
+        return f"ReplayBuffer(path={self.store.path!r}, embedder={self.embedder.signature!r})"

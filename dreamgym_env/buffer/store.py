@@ -1,5 +1,10 @@
 """The durable half of the replay buffer: transitions and their embeddings in SQLite (WAL mode).
 
+:func:`open_store` picks the store from the location: a file or ``":memory:"`` opens this SQLite
+store, the embedded default; a ``postgresql://`` URL opens
+:class:`~dreamgym_env.buffer.store_postgres.PostgresTransitionStore`, which every process of a
+cluster can share, with the same API and guarantees.
+
 Why SQLite in WAL mode: it is proven, embedded, and gives exactly the guarantees the buffer needs.
 Every batch is written in one ``BEGIN IMMEDIATE`` transaction, so a process killed at any moment leaves
 each batch either fully committed or absent, and a reopened file holds exactly the committed rows.
@@ -19,14 +24,16 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from dreamgym_env.errors import StoreError
+from dreamgym_env.storage.sqlite import open_sqlite
+from dreamgym_env.storage.urls import is_postgres_url
 from dreamgym_env.types import Transition
 
-__all__ = ["StoredRow", "TransitionStore", "SCHEMA_VERSION"]
+__all__ = ["SCHEMA_VERSION", "Store", "StoredRow", "TransitionStore", "open_store", "row_to_transition"]
 
 SCHEMA_VERSION = 1
 
@@ -80,7 +87,8 @@ class StoredRow:
     embedding: np.ndarray
 
 
-def _row_to_transition(row: Sequence[Any]) -> Transition:
+def row_to_transition(row: Sequence[Any]) -> Transition:
+    """A :class:`Transition` from the stored columns, in the order of ``_FIELDS``."""
     return Transition(
         domain=row[0],
         task_id=row[1],
@@ -115,19 +123,10 @@ class TransitionStore:
     def __init__(self, path: str, busy_timeout_s: float = 30.0, synchronous: str = "NORMAL") -> None:
         self.path = path
         self._lock = threading.RLock()
+        self._conn = open_sqlite(
+            path, what="replay buffer", busy_timeout_s=busy_timeout_s, synchronous=synchronous
+        )
         try:
-            self._conn = sqlite3.connect(
-                path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-            )
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-            if path != ":memory:":
-                mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if mode.lower() != "wal":
-                    raise StoreError(
-                        f"could not switch {path} to WAL mode (got {mode!r}); the buffer needs a local "
-                        "file system that supports shared memory (not a network share)"
-                    )
-            self._conn.execute(f"PRAGMA synchronous = {synchronous}")
             with self._write():
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
@@ -137,6 +136,7 @@ class TransitionStore:
                     (str(SCHEMA_VERSION),),
                 )
         except sqlite3.Error as e:
+            self._conn.close()
             raise StoreError(f"cannot open replay buffer store {path!r}: {e}") from e
         version = int(self.get_meta("schema_version") or 0)
         if version != SCHEMA_VERSION:
@@ -339,7 +339,7 @@ class TransitionStore:
                 f"SELECT id, {_FIELDS} FROM transitions WHERE id IN ({marks})", list(ids)
             ).fetchall()
         by_id = {int(r[0]): r for r in rows}
-        return {i: _row_to_transition(by_id[i][1:]) for i in ids if i in by_id}
+        return {i: row_to_transition(by_id[i][1:]) for i in ids if i in by_id}
 
     def data_version(self) -> int:
         """SQLite's ``data_version``: changes whenever another connection commits, never for our own commits.
@@ -370,7 +370,7 @@ class TransitionStore:
             if not rows:
                 return
             for r in rows:
-                yield _row_to_transition(r[1:])
+                yield row_to_transition(r[1:])
             last = int(rows[-1][0])
 
     def replace_embeddings(self, items: Iterable[tuple[int, np.ndarray]]) -> None:
@@ -414,3 +414,57 @@ class TransitionStore:
         """Close the connection (idempotent)."""
         with self._lock, contextlib.suppress(sqlite3.Error):
             self._conn.close()
+
+
+class Store(Protocol):
+    """What the replay buffer needs from its store.
+
+    :class:`TransitionStore` (SQLite) and
+    :class:`~dreamgym_env.buffer.store_postgres.PostgresTransitionStore` both provide it.
+    """
+
+    path: str
+    """Where the store lives, safe to show (a URL's password is redacted)."""
+
+    def get_meta(self, key: str) -> str | None: ...  # noqa: D102
+    def set_meta(self, key: str, value: str) -> None: ...  # noqa: D102
+    def insert(  # noqa: D102
+        self,
+        transitions: Sequence[Transition],
+        keys: Sequence[bytes],
+        embeddings: np.ndarray,
+        max_synthetic: int | None = None,
+    ) -> tuple[list[int | None], list[int]]: ...
+    def count(self, *, domain: str | None = None, source: str | None = None) -> int: ...  # noqa: D102
+    def episode_row_ids(self, episode_ids: Iterable[str]) -> dict[str, set[int]]: ...  # noqa: D102
+    def stats(self) -> list[tuple[str, str, int]]: ...  # noqa: D102
+    def max_id(self) -> int: ...  # noqa: D102
+    def max_eviction_seq(self) -> int: ...  # noqa: D102
+    def rows_after(self, watermark: int, batch_size: int = 50_000) -> Iterator[list[StoredRow]]: ...  # noqa: D102
+    def evictions_after(self, seq: int) -> list[tuple[int, int, str]]: ...  # noqa: D102
+    def get(self, ids: Sequence[int]) -> dict[int, Transition]: ...  # noqa: D102
+    def data_version(self) -> int: ...  # noqa: D102
+    def iter_transitions(  # noqa: D102
+        self, *, domain: str | None = None, source: str | None = None, batch_size: int = 10_000
+    ) -> Iterator[Transition]: ...
+    def replace_embeddings(self, items: Iterable[tuple[int, np.ndarray]]) -> None: ...  # noqa: D102
+    def set_reasoning(self, items: Iterable[tuple[str, int, str]]) -> int: ...  # noqa: D102
+    def iter_pairs(self, batch_size: int = 10_000) -> Iterator[list[tuple[int, str, str]]]: ...  # noqa: D102
+    def close(self) -> None: ...  # noqa: D102
+
+
+def open_store(location: str, busy_timeout_s: float = 30.0, synchronous: str = "NORMAL") -> Store:
+    """The store at ``location``: PostgreSQL for a ``postgresql://`` URL, else a SQLite file (or memory).
+
+    Args:
+        location: A SQLite file, ``":memory:"``, or ``postgresql://user:password@host:port/dbname``.
+        busy_timeout_s: How long a writer waits for another writer's lock (and, for PostgreSQL, the
+            connect timeout).
+        synchronous: SQLite's ``synchronous`` pragma (PostgreSQL commits are durable by the server's
+            own settings).
+    """
+    if is_postgres_url(location):
+        from dreamgym_env.buffer.store_postgres import PostgresTransitionStore
+
+        return PostgresTransitionStore(location, busy_timeout_s)
+    return TransitionStore(location, busy_timeout_s, synchronous)

@@ -1,0 +1,136 @@
+"""PostgreSQL access shared by the server-backed stores: a connection pool and serialised writes.
+
+The stores keep SQLite's guarantees on PostgreSQL with two rules:
+
+- **Every write is one transaction** (``with conn.transaction()``): a writer killed mid-batch loses
+  its connection and the server rolls the whole batch back.
+- **Writers of one store are serialised** by an ``EXCLUSIVE`` lock on the store's main table, taken
+  first in each write transaction (readers are never blocked). Row ids come from a sequence, so
+  without the lock a transaction holding id 10 could commit after one holding id 11, and a reader
+  that had already caught up to 11 would miss 10 forever. Under the lock ids become visible in
+  increasing order, exactly as with SQLite's single writer, so "every row with ``id > watermark``"
+  is a complete catch-up. ``lock_timeout`` bounds the wait, like SQLite's busy timeout.
+
+psycopg (3) and psycopg_pool are imported only when a PostgreSQL URL is opened; a missing one names
+the extra to install (``pip install "dreamgym-env[postgres]"``). Error messages show the URL through
+:func:`~dreamgym_env.storage.urls.redact` and have the password scrubbed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from dreamgym_env.errors import DependencyNotInstalled, StoreError
+from dreamgym_env.storage.urls import redact
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+__all__ = ["PostgresPool", "scrub"]
+
+logger = logging.getLogger(__name__)
+
+
+def _password(url: str) -> str | None:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if parts.password:
+        return unquote(parts.password)
+    for key, value in parse_qsl(parts.query):
+        if key.lower() == "password":
+            return value
+    return None
+
+
+def scrub(message: str, url: str) -> str:
+    """``message`` with the URL's password (if any) and the URL itself replaced by safe forms."""
+    message = message.replace(url, redact(url))
+    secret = _password(url)
+    if secret:
+        message = message.replace(secret, "***")
+    return message
+
+
+class PostgresPool:
+    """A psycopg connection pool for one store, opened and checked up front.
+
+    Connections are in autocommit mode; writes go through :meth:`write`, which opens a transaction
+    and takes the store's writer lock.
+
+    Args:
+        url: ``postgresql://user:password@host:port/dbname`` (any libpq URL or parameter string).
+        what: What is stored ("replay buffer", "task pool"), for error messages.
+        lock_table: The table whose ``EXCLUSIVE`` lock serialises this store's writers.
+        timeout_s: Connect timeout, pool wait and writer-lock wait, in seconds.
+        max_connections: Connections the pool may hold (one is opened at once, the rest on demand).
+    """
+
+    def __init__(
+        self, url: str, *, what: str, lock_table: str, timeout_s: float = 30.0, max_connections: int = 4
+    ) -> None:
+        try:
+            import psycopg
+            from psycopg_pool import ConnectionPool
+        except ImportError as e:
+            raise DependencyNotInstalled("psycopg", "postgres", f"A {what} in PostgreSQL") from e
+        if timeout_s <= 0:
+            raise StoreError(f"timeout_s must be positive, got {timeout_s!r}")
+        self.url = url
+        self.location = redact(url)
+        self.what = what
+        self._lock_table = lock_table
+        self._lock_timeout_ms = max(int(timeout_s * 1000), 1)
+        connect_kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(int(timeout_s), 1)}
+        try:  # one direct connection first: its error says what is wrong (host, password, database)
+            psycopg.connect(url, **connect_kwargs).close()
+        except psycopg.Error as e:
+            raise StoreError(f"cannot connect to the {what} at {self.location}: {scrub(str(e), url)}") from e
+        self._pool: ConnectionPool[Any] = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max(max_connections, 1),
+            kwargs=connect_kwargs,
+            timeout=timeout_s,
+            open=True,
+            name=f"dreamgym {what}",
+        )
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled autocommit connection for reads."""
+        with self._pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def write(self) -> Iterator[psycopg.Connection[Any]]:
+        """One write transaction holding this store's writer lock; committed whole or rolled back whole."""
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute(f"SET LOCAL lock_timeout = {self._lock_timeout_ms}")
+            conn.execute(f"LOCK TABLE {self._lock_table} IN EXCLUSIVE MODE")
+            yield conn
+
+    @contextmanager
+    def setup(self, lock_key: int) -> Iterator[psycopg.Connection[Any]]:
+        """A transaction for creating the schema, serialised by an advisory lock.
+
+        ``CREATE TABLE IF NOT EXISTS`` run by two processes at once can still fail on the catalogue's
+        unique index; the lock makes the first creator finish before the next one looks.
+        """
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
+            yield conn
+
+    def error(self, action: str, e: BaseException) -> StoreError:
+        """A :class:`StoreError` for a failed ``action``, with the location redacted."""
+        return StoreError(f"{action} the {self.what} at {self.location}: {scrub(str(e), self.url)}")
+
+    def close(self) -> None:
+        """Close every pooled connection (idempotent)."""
+        self._pool.close()

@@ -1,0 +1,110 @@
+"""One way to open SQLite for every durable store of the package (replay buffer, task pool, recordings).
+
+Each store needs the same things from its connection, so they are set and checked here once:
+
+- **WAL mode** for files, checked, not assumed: a file system without shared memory (a network
+  share) silently stays in another journal mode, where readers block writers; that is an error here.
+- **busy timeout**: a writer waits for another process's write lock instead of failing at once.
+- **synchronous**: ``NORMAL`` keeps every commit across a process crash in WAL mode, ``FULL`` also
+  across a power loss; anything else is refused.
+- **foreign keys** enforced (SQLite leaves them off by default).
+- **the file is a SQLite database**, read before anything is written, so a wrong path (a JSONL file, a
+  recording given as a buffer) is reported instead of being overwritten; optionally
+  ``PRAGMA quick_check`` for a full structural check.
+- autocommit connections (``isolation_level=None``): transactions are explicit, through
+  :func:`write_transaction`, which takes the write lock up front (``BEGIN IMMEDIATE``) so two writers
+  never deadlock upgrading a read lock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+from dreamgym_env.errors import StoreError
+
+__all__ = ["Synchronous", "open_sqlite", "write_transaction"]
+
+Synchronous = Literal["NORMAL", "FULL"]
+
+
+def open_sqlite(
+    path: str | Path,
+    *,
+    what: str,
+    busy_timeout_s: float = 30.0,
+    synchronous: str = "NORMAL",
+    create_parents: bool = False,
+    quick_check: bool = False,
+) -> sqlite3.Connection:
+    """Open (or create) a SQLite database the way every store of the package needs it.
+
+    Args:
+        path: The database file, or ``":memory:"``.
+        what: What is stored there ("replay buffer", "task pool", ...), for error messages.
+        busy_timeout_s: How long a writer waits for another connection's write lock.
+        synchronous: ``"NORMAL"`` or ``"FULL"``.
+        create_parents: Create missing parent directories of ``path``.
+        quick_check: Also run ``PRAGMA quick_check`` (reads every page: O(file size)).
+
+    Raises:
+        StoreError: The file cannot be opened, is not a SQLite database, cannot use WAL mode, fails
+            the check, or a setting is out of range.
+    """
+    mode = synchronous.upper()
+    if mode not in ("NORMAL", "FULL"):
+        raise StoreError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+    if busy_timeout_s <= 0:
+        raise StoreError(f"busy_timeout_s must be positive, got {busy_timeout_s!r}")
+    location = str(path)
+    in_memory = location == ":memory:"
+    conn: sqlite3.Connection | None = None
+    try:
+        if create_parents and not in_memory:
+            Path(location).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            location, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        conn.execute("PRAGMA schema_version").fetchone()  # "file is not a database" surfaces here
+        if not in_memory:
+            journal = str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            if journal.lower() != "wal":
+                raise StoreError(
+                    f"could not switch the {what} at {location} to WAL mode (got {journal!r}); it needs a "
+                    "local file system that supports shared memory (not a network share). To share one "
+                    "store between machines, use a PostgreSQL URL (postgresql://...) instead of a file"
+                )
+        conn.execute(f"PRAGMA synchronous = {mode}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if quick_check:
+            problems = [str(row[0]) for row in conn.execute("PRAGMA quick_check").fetchall()]
+            if problems != ["ok"]:
+                raise StoreError(
+                    f"the {what} at {location} is damaged ({'; '.join(problems[:5])}); restore it from a "
+                    "backup or export what is readable with the sqlite3 shell's .recover"
+                )
+    except sqlite3.Error as e:
+        if conn is not None:
+            conn.close()
+        raise StoreError(f"cannot open the {what} at {location}: {e}") from e
+    except BaseException:
+        if conn is not None:
+            conn.close()
+        raise
+    return conn
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction: the write lock taken up front, committed whole or rolled back whole."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
