@@ -4,12 +4,18 @@ Integration tests talk to one real vLLM OpenAI server for the whole session, ser
 the package builds offline (:mod:`dreamgym_env.serving`). Without vLLM installed those tests skip,
 unless ``DREAMGYM_REQUIRE_VLLM=1`` (set in CI) turns the skip into a failure, so they never go
 silently untested.
+
+Store tests run against SQLite and against a real PostgreSQL: one throwaway cluster for the session
+(``initdb`` + ``pg_ctl`` on 127.0.0.1 and a free port, deleted at the end), one fresh database per
+test. Without the server binaries or psycopg those tests skip, unless ``DREAMGYM_REQUIRE_VLLM=1`` or
+``DREAMGYM_REQUIRE_POSTGRES=1`` makes the skip a failure.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +33,10 @@ from dreamgym_env.serving import (
 if TYPE_CHECKING:
     import openai
 
+    from dreamgym_env.storage.pg_cluster import TemporaryPostgres
+
 REQUIRE_VLLM_ENV = "DREAMGYM_REQUIRE_VLLM"
+REQUIRE_POSTGRES_ENV = "DREAMGYM_REQUIRE_POSTGRES"
 
 
 def _require(modules: tuple[str, ...], why: str) -> None:
@@ -77,3 +86,40 @@ def openai_client(vllm_server: VLLMServer) -> openai.OpenAI:
     import openai
 
     return openai.OpenAI(base_url=vllm_server.base_url, api_key="unused", max_retries=0, timeout=120.0)
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[TemporaryPostgres]:
+    """A throwaway PostgreSQL cluster for the session (``fsync`` off: only clients are killed in tests)."""
+    from dreamgym_env.storage.pg_cluster import TemporaryPostgres, find_postgres_bindir
+
+    missing = []
+    if find_postgres_bindir() is None:
+        missing.append("the PostgreSQL server binaries (initdb, pg_ctl; or set DREAMGYM_PG_BINDIR)")
+    if importlib.util.find_spec("psycopg") is None or importlib.util.find_spec("psycopg_pool") is None:
+        missing.append('psycopg and psycopg_pool (pip install "dreamgym-env[postgres]")')
+    if missing:
+        message = f"PostgreSQL store tests need {' and '.join(missing)}"
+        strict = [name for name in (REQUIRE_VLLM_ENV, REQUIRE_POSTGRES_ENV) if os.environ.get(name) == "1"]
+        if strict:
+            pytest.fail(f"{message}; {strict[0]}=1 forbids skipping.", pytrace=False)
+        pytest.skip(message)
+    with TemporaryPostgres(fsync=False) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: TemporaryPostgres) -> Iterator[str]:
+    """The URL of a fresh database on :func:`postgres_cluster`, dropped after the test."""
+    name = f"test_{uuid.uuid4().hex[:16]}"
+    url = postgres_cluster.create_database(name)
+    yield url
+    postgres_cluster.drop_database(name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a store test keeps its data: a fresh SQLite file, then a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "store.sqlite")
+    return str(request.getfixturevalue("postgres_url"))

@@ -1,4 +1,4 @@
-"""Crash safety and multi-process writers, with real processes."""
+"""Crash safety and multi-process writers, with real processes, on SQLite and on PostgreSQL."""
 
 import os
 import signal
@@ -45,8 +45,8 @@ def _spawn(tmp_path, *args):
     )
 
 
-def test_sigkill_mid_stream_keeps_exactly_the_committed_batches(tmp_path):
-    path = tmp_path / "b.sqlite"
+def test_sigkill_mid_stream_keeps_exactly_the_committed_batches(tmp_path, store_location):
+    path = store_location
     batch = 40
     proc = _spawn(tmp_path, path, "w", 100_000, batch, 0)
     acknowledged = 0
@@ -65,8 +65,8 @@ def test_sigkill_mid_stream_keeps_exactly_the_committed_batches(tmp_path):
         assert last.step == n - 1
 
 
-def test_concurrent_writers_from_several_processes_lose_nothing(tmp_path):
-    path = tmp_path / "b.sqlite"
+def test_concurrent_writers_from_several_processes_lose_nothing(tmp_path, store_location):
+    path = store_location
     ReplayBuffer.open(path).close()  # create the file (and WAL mode) once
     procs = [_spawn(tmp_path, path, f"w{i}", 10, 30, int(i % 2 == 0)) for i in range(4)]
     for p in procs:

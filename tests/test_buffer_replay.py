@@ -24,8 +24,8 @@ def tr(i, source="sim", episode=None, domain="webshop", **kw):
     )
 
 
-def test_is_a_retriever_and_returns_itself_first():
-    with ReplayBuffer() as buffer:
+def test_is_a_retriever_and_returns_itself_first(store_location):
+    with ReplayBuffer.open(store_location) as buffer:
         assert isinstance(buffer, Retriever)
         buffer.add_many([tr(i) for i in range(50)])
         hits = buffer.search(tr(17).state, tr(17).action, k=3)
@@ -34,8 +34,8 @@ def test_is_a_retriever_and_returns_itself_first():
         assert len(buffer.retrieve(tr(17).state, tr(17).action)) == buffer.config.k == 4
 
 
-def test_domain_and_episode_filters():
-    with ReplayBuffer() as buffer:
+def test_domain_and_episode_filters(store_location):
+    with ReplayBuffer.open(store_location) as buffer:
         buffer.add_many([tr(i) for i in range(20)] + [tr(i, domain="alfworld") for i in range(20)])
         assert {t.domain for t in buffer.retrieve(tr(3).state, tr(3).action, 10, domain="alfworld")} == {
             "alfworld"
@@ -60,8 +60,8 @@ def test_dedup_and_store_policy():
         assert len(buffer) == 2
 
 
-def test_max_synthetic_evicts_oldest_sim_only():
-    with ReplayBuffer(max_synthetic=10) as buffer:
+def test_max_synthetic_evicts_oldest_sim_only(store_location):
+    with ReplayBuffer.open(store_location, max_synthetic=10) as buffer:
         buffer.add_many([tr(i, source="offline") for i in range(5)])
         for i in range(100, 130):
             buffer.add(tr(i, source="sim"))
@@ -90,8 +90,8 @@ def test_reopen_restores_everything_and_the_ivf_snapshot(tmp_path):
         assert len(buffer) == len(buffer.index) == 650
 
 
-def test_changing_the_embedder_reembeds(tmp_path):
-    path = str(tmp_path / "b.sqlite")
+def test_changing_the_embedder_reembeds(store_location):
+    path = store_location
     with ReplayBuffer.open(path) as buffer:
         buffer.add_many([tr(i) for i in range(30)])
     with ReplayBuffer.open(path, embedder={"dim": 64}) as buffer:
@@ -99,8 +99,8 @@ def test_changing_the_embedder_reembeds(tmp_path):
         assert buffer.retrieve(tr(7).state, tr(7).action, 1)[0].action == "click[item 7]"
 
 
-def test_two_handles_see_each_others_writes(tmp_path):
-    path = str(tmp_path / "b.sqlite")
+def test_two_handles_see_each_others_writes(store_location):
+    path = store_location
     with ReplayBuffer.open(path) as a, ReplayBuffer.open(path, max_synthetic=5) as b:
         a.add_many([tr(i) for i in range(3)])
         assert b.retrieve(tr(2).state, tr(2).action, 1)[0].action == "click[item 2]"
@@ -135,8 +135,8 @@ def test_cli_import_stats_search_export(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["transitions"] == 0
 
 
-def test_embeddings_are_stored_normalised(tmp_path):
-    with ReplayBuffer.open(tmp_path / "b.sqlite") as buffer:
+def test_embeddings_are_stored_normalised(store_location):
+    with ReplayBuffer.open(store_location) as buffer:
         buffer.add_many([tr(i) for i in range(5)])
         vectors = np.stack([r.embedding for batch in buffer.store.rows_after(0) for r in batch])
         np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
@@ -168,9 +168,9 @@ def test_a_step_embeds_its_key_once():
         assert buffer.search(tr(42).state, tr(42).action, 1)[0].score == pytest.approx(1.0, abs=1e-5)
 
 
-def test_interleaved_writes_of_two_handles_index_every_row_once(tmp_path):
+def test_interleaved_writes_of_two_handles_index_every_row_once(store_location):
     """Own writes go straight into the index; another handle's commits are read back, never twice."""
-    path = str(tmp_path / "b.sqlite")
+    path = store_location
     with ReplayBuffer.open(path) as a, ReplayBuffer.open(path) as b:
         for i in range(40):
             (a if i % 3 else b).add(tr(i))
@@ -183,8 +183,8 @@ def test_interleaved_writes_of_two_handles_index_every_row_once(tmp_path):
             assert sorted(ids.tolist()) == list(range(1, 41))
 
 
-def test_excluding_the_episode_keeps_score_order():
-    with ReplayBuffer() as buffer:
+def test_excluding_the_episode_keeps_score_order(store_location):
+    with ReplayBuffer.open(store_location) as buffer:
         buffer.add_many([tr(i) for i in range(30)])
         hits = buffer.search(tr(7).state, tr(7).action, 6, exclude_episode="ep1")
         assert len(hits) == 6 and all(h.transition.episode_id != "ep1" for h in hits)

@@ -13,8 +13,8 @@ def _task(i, **kw):
     return Task(task_id=f"t{i}", domain="webshop", instruction=f"buy item number {i} please", **kw)
 
 
-def test_pool_survives_reopen_with_lineage_and_history(tmp_path):
-    path = str(tmp_path / "pool.sqlite")
+def test_pool_survives_reopen_with_lineage_and_history(store_location):
+    path = store_location
     with TaskPool(path) as pool:
         assert pool.add_tasks([_task(0), _task(1)], origin="seed") == 2
         child = _task(2, parent_id="t0", source="generated")
@@ -33,19 +33,20 @@ def test_pool_survives_reopen_with_lineage_and_history(tmp_path):
         assert [o.reward for o in pool.outcomes(task_id="t0")] == [1.0, 0.0, 1.0]
         assert pool.rejection_counts() == {"validator": 1}
         assert pool.rejections()[0].candidate == {"price_upper": -1}
-    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    if not path.startswith("postgresql://"):
+        assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_seeding_again_is_a_no_op():
-    pool = TaskPool()
+def test_seeding_again_is_a_no_op(store_location):
+    pool = TaskPool(store_location)
     seeds = get_domain("alfworld").seed_tasks()
     assert pool.add_tasks(seeds) == len(seeds)
     assert pool.add_tasks(seeds) == 0
     assert len(pool) == len(seeds)
 
 
-def test_recent_outcomes_keeps_latest_n_newest_first_and_filters_domain():
-    pool = TaskPool()
+def test_recent_outcomes_keeps_latest_n_newest_first_and_filters_domain(store_location):
+    pool = TaskPool(store_location)
     pool.add_tasks([_task(0), Task(task_id="a0", domain="alfworld", instruction="put a mug in cabinet.")])
     for i in range(10):
         pool.record_outcome("t0", float(i), False)
@@ -56,8 +57,8 @@ def test_recent_outcomes_keeps_latest_n_newest_first_and_filters_domain():
     assert pool.episode_count() == 11
 
 
-def test_created_episode_tracks_growth():
-    pool = TaskPool()
+def test_created_episode_tracks_growth(store_location):
+    pool = TaskPool(store_location)
     pool.add_tasks([_task(0)])
     pool.record_outcome("t0", 1.0, True)
     pool.record_outcome("t0", 0.0, False)
@@ -89,8 +90,8 @@ def test_pool_can_share_the_replay_buffer_file(tmp_path):
     assert os.path.exists(path)
 
 
-def test_bad_origin_and_unserialisable_metadata_raise():
-    pool = TaskPool()
+def test_bad_origin_and_unserialisable_metadata_raise(store_location):
+    pool = TaskPool(store_location)
     with pytest.raises(StoreError, match="origin"):
         pool.add_tasks([_task(0)], origin="mystery")
     with pytest.raises(StoreError, match="JSON"):

@@ -1,23 +1,25 @@
 """The curriculum's durable task pool: seed and generated tasks, their lineage and every episode outcome.
 
-Stored in SQLite (WAL mode), the same engine as the replay buffer. Tables carry a ``curriculum_``
-prefix, so the pool may live in the buffer's own database file or in a file beside it. Every write is
-one transaction: a process killed at any moment leaves each task and each outcome either fully
-committed or absent, and a reopened pool holds exactly what was committed.
+Stored in SQLite (WAL mode), the same engine as the replay buffer, or in PostgreSQL when the location
+is a ``postgresql://`` URL, so every worker of a cluster records into one pool and the curriculum's
+statistics cover all their outcomes. Tables carry a ``curriculum_`` prefix, so the pool may live in
+the buffer's own database (file or server) or beside it. Every write is one transaction: a process
+killed at any moment leaves each task and each outcome either fully committed or absent, and a
+reopened pool holds exactly what was committed. Writers take the pool's write lock up front on both
+engines, so outcome sequence numbers become visible in increasing order and
+``recent_outcomes(after=seq)`` is a complete catch-up.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from dreamgym_env.errors import StoreError
+from dreamgym_env.storage.tables import PostgresTables, open_tables
 from dreamgym_env.types import Task
 
 __all__ = ["Origin", "Outcome", "PoolTask", "Rejection", "TaskPool", "task_family", "POOL_SCHEMA_VERSION"]
@@ -67,6 +69,11 @@ CREATE TABLE IF NOT EXISTS curriculum_rejections (
     created_at REAL NOT NULL
 );
 """
+# The same tables in PostgreSQL: sequences for the AUTOINCREMENT keys, 8-byte floats for REAL.
+_PG_SCHEMA = _SCHEMA.replace("INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY").replace(
+    "REAL NOT NULL", "DOUBLE PRECISION NOT NULL"
+)
+_PG_SETUP_LOCK = 0x44474355  # advisory lock key for schema creation ("DGCU")
 
 
 def task_family(task: Task) -> str:
@@ -169,34 +176,32 @@ class TaskPool:
     ) -> None:
         if synchronous.upper() not in ("NORMAL", "FULL"):
             raise StoreError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
-        self.path = str(path)
-        self._lock = threading.RLock()
+        self._db = open_tables(
+            str(path),
+            what="task pool",
+            lock_table="curriculum_outcomes",
+            busy_timeout_s=busy_timeout_s,
+            synchronous=synchronous,
+        )
+        self.path = self._db.location  # safe to show: a URL's password is redacted
+        statements = [x for x in (_PG_SCHEMA if self._db.dialect == "postgresql" else _SCHEMA).split(";")]
+        statements = [x for x in statements if x.strip()] + [
+            "INSERT INTO curriculum_meta (key, value) VALUES "
+            f"('schema_version', '{POOL_SCHEMA_VERSION}') ON CONFLICT DO NOTHING"
+        ]
         try:
-            self._conn = sqlite3.connect(
-                self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-            )
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-            if self.path != ":memory:":
-                mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if str(mode).lower() != "wal":
-                    raise StoreError(
-                        f"could not switch {self.path} to WAL mode (got {mode!r}); "
-                        "the task pool needs a local "
-                        "file system that supports shared memory (not a network share)"
-                    )
-            self._conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-            with self._write():
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        self._conn.execute(statement)
-                self._conn.execute(
-                    "INSERT OR IGNORE INTO curriculum_meta (key, value) VALUES ('schema_version', ?)",
-                    (str(POOL_SCHEMA_VERSION),),
-                )
+            if isinstance(self._db, PostgresTables):
+                self._db.setup(_PG_SETUP_LOCK, statements)
+            else:
+                with self._db.write() as tx:
+                    for statement in statements:
+                        tx.count(statement)
             version = self._scalar("SELECT value FROM curriculum_meta WHERE key = 'schema_version'")
-        except sqlite3.Error as e:
-            raise StoreError(f"cannot open the task pool at {self.path}: {e}") from e
+        except BaseException:
+            self._db.close()
+            raise
         if int(version) != POOL_SCHEMA_VERSION:
+            self._db.close()
             raise StoreError(
                 f"{self.path} holds a task pool of schema version {version}; "
                 "this version of dreamgym_env reads "
@@ -214,19 +219,19 @@ class TaskPool:
         if origin not in ("seed", "generated", "external"):
             raise StoreError(f"origin must be 'seed', 'generated' or 'external', got {origin!r}")
         added = 0
-        with self._write():
-            episodes = self._scalar("SELECT COUNT(*) FROM curriculum_outcomes")
+        with self._db.write() as tx:
+            episodes = tx.rows("SELECT COUNT(*) FROM curriculum_outcomes")[0][0]
             for task in tasks:
                 depth = 0
                 if task.parent_id is not None:
-                    parent = self._conn.execute(
+                    parent = tx.rows(
                         "SELECT depth FROM curriculum_tasks WHERE task_id = ?", (task.parent_id,)
-                    ).fetchone()
-                    depth = parent[0] + 1 if parent else 1
-                cursor = self._conn.execute(
-                    "INSERT OR IGNORE INTO curriculum_tasks (task_id, domain, instruction, metadata, source, "
+                    )
+                    depth = parent[0][0] + 1 if parent else 1
+                added += tx.count(
+                    "INSERT INTO curriculum_tasks (task_id, domain, instruction, metadata, source, "
                     "parent_id, origin, family, depth, created_at, created_episode) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     (
                         task.task_id,
                         task.domain,
@@ -238,10 +243,9 @@ class TaskPool:
                         task_family(task),
                         depth,
                         time.time(),
-                        episodes,
+                        int(episodes),
                     ),
                 )
-                added += cursor.rowcount
         return added
 
     def get(self, task_id: str) -> PoolTask | None:
@@ -269,12 +273,13 @@ class TaskPool:
     # ------------------------------------------------------------------ outcomes
     def record_outcome(self, task_id: str, reward: float, success: bool) -> int:
         """Append one finished episode of ``task_id`` to its history; return the outcome's sequence number."""
-        with self._write():
-            cursor = self._conn.execute(
-                "INSERT INTO curriculum_outcomes (task_id, reward, success, timestamp) VALUES (?, ?, ?, ?)",
+        with self._db.write() as tx:
+            rows = tx.rows(
+                "INSERT INTO curriculum_outcomes (task_id, reward, success, timestamp) VALUES (?, ?, ?, ?) "
+                "RETURNING seq",
                 (task_id, float(reward), int(bool(success)), time.time()),
             )
-        return int(cursor.lastrowid or 0)
+        return int(rows[0][0])
 
     def recent_outcomes(
         self, n: int, *, domain: str | None = None, after: int = 0
@@ -295,7 +300,7 @@ class TaskPool:
             "  SELECT o.seq, o.task_id, o.reward, o.success, o.timestamp,"
             "         ROW_NUMBER() OVER (PARTITION BY o.task_id ORDER BY o.seq DESC) AS rank"
             f"  FROM curriculum_outcomes o{join} WHERE o.seq > ?"
-            ") WHERE rank <= ? ORDER BY task_id, seq DESC",
+            ") AS ranked WHERE rank <= ? ORDER BY task_id, seq DESC",
             params,
         )
         history: dict[str, list[Outcome]] = {}
@@ -319,8 +324,8 @@ class TaskPool:
     # ------------------------------------------------------------------ rejections
     def record_rejections(self, rejections: Sequence[Rejection]) -> None:
         """Keep rejected candidates and their reasons, for the report and for debugging prompts."""
-        with self._write():
-            self._conn.executemany(
+        with self._db.write() as tx:
+            tx.many(
                 "INSERT INTO curriculum_rejections (domain, parent_id, stage, reason, candidate, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 [
@@ -349,8 +354,7 @@ class TaskPool:
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Close the connection (committed data is already on disk)."""
-        with self._lock:
-            self._conn.close()
+        self._db.close()
 
     def __enter__(self) -> TaskPool:
         return self
@@ -362,29 +366,8 @@ class TaskPool:
         return f"TaskPool(path={self.path!r})"
 
     # ------------------------------------------------------------------ helpers
-    @contextmanager
-    def _write(self) -> Iterator[None]:
-        with self._lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as e:
-                raise StoreError(f"cannot write to the task pool at {self.path}: {e}") from e
-            try:
-                yield
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            try:
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as e:
-                raise StoreError(f"cannot commit to the task pool at {self.path}: {e}") from e
-
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            try:
-                return self._conn.execute(sql, tuple(params)).fetchall()
-            except sqlite3.Error as e:
-                raise StoreError(f"cannot read the task pool at {self.path}: {e}") from e
+        return self._db.rows(sql, params)
 
     def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._query(sql, params)[0][0]

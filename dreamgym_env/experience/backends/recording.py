@@ -40,6 +40,7 @@ from typing import Any, Literal
 from dreamgym_env.config import BackendConfig
 from dreamgym_env.errors import ConfigError, ReplayMissError, StoreError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest
+from dreamgym_env.storage.sqlite import open_sqlite
 
 __all__ = [
     "RecordedCall",
@@ -236,14 +237,12 @@ class RecordingBackend(Backend):
     # ------------------------------------------------------------------ storage
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
+            conn = open_sqlite(self.path, what="recording", synchronous=self.synchronous, create_parents=True)
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute(f"PRAGMA synchronous={self.synchronous}")
                 conn.executescript(_SCHEMA)
                 conn.execute("INSERT OR IGNORE INTO meta VALUES ('key_version', ?)", (str(KEY_VERSION),))
             except sqlite3.Error as e:
+                conn.close()
                 raise StoreError(f"Cannot open the recording {self.path}: {e}") from e
             version = conn.execute("SELECT value FROM meta WHERE key='key_version'").fetchone()[0]
             if version != str(KEY_VERSION):
