@@ -43,7 +43,15 @@ def shared_loop() -> asyncio.AbstractEventLoop:
 
 
 def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-    """Run ``coro`` on the shared loop and wait for its result (exceptions propagate)."""
+    """Run ``coro`` on the shared loop and wait for its result (exceptions propagate).
+
+    Waiting is bounded by the coroutine itself (the HTTP backend enforces its deadline where each
+    request is made) and, if given, by ``timeout`` seconds. When the wait ends early (the timeout,
+    or Ctrl-C in the calling thread) the coroutine is cancelled on the loop rather than left running.
+
+    Raises:
+        TimeoutError: ``timeout`` passed first.
+    """
     loop = shared_loop()
     try:
         running = asyncio.get_running_loop()
@@ -55,4 +63,13 @@ def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
             "run_sync() called from the dreamgym event loop itself; await the coroutine instead."
         )
     future = asyncio.run_coroutine_threadsafe(coro, loop)
-    return future.result(timeout)
+    try:
+        return future.result(timeout)
+    except TimeoutError as e:
+        if future.done():  # the coroutine's own TimeoutError
+            raise
+        future.cancel()
+        raise TimeoutError(f"the call did not finish within {timeout:g}s and was cancelled") from e
+    except BaseException:
+        future.cancel()  # KeyboardInterrupt: stop the work instead of leaving it on the loop
+        raise

@@ -9,15 +9,31 @@ training script need not carry them:
 ``DREAMGYM_MODEL``         served model name
 ``DREAMGYM_API_KEY``       API key (never logged; ``OPENAI_API_KEY`` also read)
 =========================  ==============================================
+
+Keys are secrets wherever they come from: ``api_key`` is a ``SecretStr``, and a key written into a
+URL (``https://user:KEY@host/v1``) is taken out of it (``base_url`` holds the URL without it, the
+credentials travel as HTTP Basic auth, as before). Neither appears in ``repr``, errors, logs,
+recordings or ``env.spec``.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 from typing import Any, Literal
+from urllib.parse import unquote
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from dreamgym_env._secrets import MASK, Redacted, redact_text, split_userinfo
 from dreamgym_env.errors import ConfigError
 
 __all__ = ["BackendConfig", "EnvConfig", "split_overrides"]
@@ -30,6 +46,17 @@ def _env_base_urls() -> list[str]:
     return [u.strip() for u in raw.split(",") if u.strip()]
 
 
+def _split_urls(value: Any) -> Any:
+    """One URL, several separated by commas, or a list of them, as a list without trailing slashes."""
+    if isinstance(value, Redacted):  # from an env spec made in this process
+        value = value.secret
+    if isinstance(value, str):
+        value = [u.strip() for u in value.split(",") if u.strip()]
+    if isinstance(value, (list, tuple)):
+        return [str(u.secret if isinstance(u, Redacted) else u).rstrip("/") for u in value]
+    return value
+
+
 def _env_api_key() -> SecretStr:
     return SecretStr(os.environ.get("DREAMGYM_API_KEY") or os.environ.get("OPENAI_API_KEY") or "EMPTY")
 
@@ -37,7 +64,8 @@ def _env_api_key() -> SecretStr:
 class BackendConfig(BaseModel):
     """How to reach the experience model and how to sample from it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Inputs stay out of validation messages: a wrongly typed key would otherwise be printed.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
     backend: Literal["openai", "vllm", "scripted"] = Field(
         "openai",
@@ -47,9 +75,41 @@ class BackendConfig(BaseModel):
     base_url: list[str] = Field(default_factory=_env_base_urls, description="One or several endpoints.")
     model: str = Field(default_factory=lambda: os.environ.get("DREAMGYM_MODEL", ""))
     api_key: SecretStr = Field(default_factory=_env_api_key)
-    timeout: float = Field(60.0, gt=0, description="Seconds one HTTP attempt may take.")
+    endpoint_auth: tuple[SecretStr | None, ...] = Field(
+        (),
+        repr=False,
+        exclude=True,
+        description="Userinfo taken out of each base_url (filled in from the URLs; not set by hand).",
+    )
+    timeout: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds one HTTP attempt may take from sending to the last byte of the answer (a "
+        "deadline for the whole attempt, not a limit per read: a server that trickles bytes is cut off).",
+    )
+    deadline: float | None = Field(
+        None,
+        gt=0,
+        description="Seconds one request may take in all: attempts, back-off and fail-over to other "
+        "endpoints. None: timeout x (max_retries + number of endpoints), room for one attempt at every "
+        "endpoint plus the retries.",
+    )
     connect_timeout: float = Field(5.0, gt=0, description="Seconds to establish a connection.")
-    max_retries: int = Field(2, ge=0, description="Retries (with backoff) of a failed HTTP attempt.")
+    max_retries: int = Field(
+        2,
+        ge=0,
+        description="Retries of each endpoint after a failed attempt (connection error, timeout, HTTP 408, "
+        "409, 429 or 5xx), with back-off; moving on to another endpoint is not a retry.",
+    )
+    retry_backoff: float = Field(
+        0.5, ge=0, description="Seconds to wait before the first retry; doubled for each next one, up to 8 s."
+    )
+    endpoint_cooldown: float = Field(
+        10.0,
+        ge=0,
+        description="Seconds an endpoint that failed (or the server's Retry-After, if longer) is tried "
+        "only after the others; then one request probes it and a success makes it healthy again.",
+    )
     max_concurrency: int = Field(256, ge=1, description="Requests in flight at once, per process.")
     temperature: float = Field(0.7, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
@@ -64,19 +124,57 @@ class BackendConfig(BaseModel):
         default_factory=dict, description="Extra request fields for the server."
     )
 
-    @field_validator("base_url", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _split_urls(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = [u.strip() for u in value.split(",") if u.strip()]
-        if isinstance(value, (list, tuple)):
-            return [str(u).rstrip("/") for u in value]
-        return value
+    def _userinfo_out_of_urls(cls, data: Any) -> Any:
+        """Move ``user:key@`` out of each URL into :attr:`endpoint_auth`, so no URL carries a secret."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        urls = _split_urls(data["base_url"]) if "base_url" in data else _env_base_urls()
+        if not isinstance(urls, list):
+            return data  # not URLs at all: the field's own validation says so
+        pairs = [split_userinfo(u) for u in urls]
+        clean = [url for url, _ in pairs]
+        found = [info for _, info in pairs]
+        data["base_url"] = clean
+        if any(info is not None for info in found):
+            data["endpoint_auth"] = tuple(None if info is None else SecretStr(info) for info in found)
+        elif len(data.get("endpoint_auth") or ()) != len(clean):
+            data["endpoint_auth"] = ()
+        return data
 
     @field_validator("api_key", mode="before")
     @classmethod
     def _default_key(cls, value: Any) -> Any:
-        return _env_api_key() if value is None else value
+        if isinstance(value, Redacted):  # from an env spec made in this process
+            return value.secret
+        if value is None or value == MASK:  # MASK: a spec read back from JSON, which holds no key
+            return _env_api_key()
+        return value
+
+    def endpoint_headers(self, index: int) -> dict[str, str]:
+        """HTTP headers endpoint ``index`` needs for the userinfo its URL was given with."""
+        auth = self.endpoint_auth[index] if index < len(self.endpoint_auth) else None
+        if auth is None:
+            return {}
+        user, _, password = auth.get_secret_value().partition(":")
+        token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
+        return {"Authorization": f"Basic {token}"}
+
+    def secrets(self) -> list[str]:
+        """Every secret this config holds, as text, for :meth:`redact`."""
+        found = [self.api_key.get_secret_value()]
+        for index, auth in enumerate(self.endpoint_auth):
+            if auth is not None:
+                userinfo = auth.get_secret_value()
+                found += [userinfo, unquote(userinfo), unquote(userinfo.partition(":")[2])]
+                found += [self.endpoint_headers(index)["Authorization"].split(" ", 1)[1]]
+        return [s for s in found if s and s != "EMPTY"]
+
+    def redact(self, text: str) -> str:
+        """``text`` (an error body, an exception message) with this config's secrets masked."""
+        return redact_text(text, self.secrets())
 
 
 class EnvConfig(BaseModel):
@@ -135,11 +233,31 @@ def split_overrides(config: EnvConfig | None, overrides: dict[str, Any]) -> EnvC
         else:
             accepted = sorted(env_fields | backend_fields)
             raise ConfigError(f"Unknown option {key!r}. Accepted options: {accepted}")
+    inherited = _explicit(base.backend)
+    if "base_url" in backend_kw:
+        inherited.pop("endpoint_auth")  # the old URLs' credentials are not the new ones'
     try:
-        backend = BackendConfig.model_validate({**_explicit(base.backend), **backend_kw})
+        backend = BackendConfig.model_validate({**inherited, **backend_kw})
         return EnvConfig.model_validate({**_explicit(base), **env_kw, "backend": backend})
     except ValidationError as e:
-        raise ConfigError(f"Invalid configuration: {e}") from e
+        raise ConfigError(f"Invalid configuration: {_describe(e)}") from e
+
+
+_SECRET_FIELDS = {"api_key", "endpoint_auth"}
+
+
+def _describe(error: ValidationError) -> str:
+    """Each problem as ``field: message (got VALUE)``, where the value is never a secret."""
+    lines = []
+    for problem in error.errors(include_url=False):
+        where = ".".join(str(part) for part in problem["loc"]) or "config"
+        line = f"{where}: {problem['msg']}"
+        if problem["loc"] and problem["loc"][0] in _SECRET_FIELDS:
+            line += f" (got a {type(problem.get('input')).__name__}; the value is not shown)"
+        elif "input" in problem:
+            line += f" (got {repr(problem['input'])[:200]})"
+        lines.append(line)
+    return f"{error.error_count()} problem(s): " + "; ".join(lines)
 
 
 def _explicit(model: BaseModel) -> dict[str, Any]:

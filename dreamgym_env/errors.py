@@ -15,7 +15,9 @@ __all__ = [
     "DomainError",
     "DreamGymError",
     "InvalidActionError",
+    "InvalidResponseError",
     "PromptTooLongError",
+    "RenderModeError",
     "ReplayMissError",
     "ResponseFormatError",
     "ServerStartError",
@@ -47,6 +49,15 @@ class DependencyNotInstalled(DreamGymError, ImportError):
         self.extra = extra
 
 
+class RenderModeError(ConfigError, TypeError):
+    """The requested ``render_mode`` is not one the env supports (text envs render ``ansi``/``human``).
+
+    A ``TypeError`` as well, the way Gymnasium and stable-baselines3 expect a constructor to reject an
+    argument it cannot take: SB3's ``make_vec_env`` asks for ``render_mode="rgb_array"`` first and, on
+    a ``TypeError``, builds the env again without it.
+    """
+
+
 class DomainError(DreamGymError, ValueError):
     """A domain name, spec or task is unknown or malformed."""
 
@@ -65,6 +76,15 @@ class BackendError(DreamGymError, RuntimeError):
 
 class ServerUnreachableError(BackendError):
     """No configured endpoint answered within the timeout and retries."""
+
+
+class InvalidResponseError(BackendError):
+    """The server answered with success, but not with a chat completion.
+
+    An HTML page from a proxy, a body that is not JSON, or JSON without ``choices`` (or with an
+    empty list). The experience model treats it like an unparsable answer: it asks again up to
+    ``parse_retries`` times, then applies ``on_invalid_output``.
+    """
 
 
 class PromptTooLongError(BackendError):

@@ -3,10 +3,10 @@
 import asyncio
 import json
 import threading
+import time
 from collections import defaultdict
 
 from dreamgym_env.config import BackendConfig
-from dreamgym_env.experience.backends import openai_http
 from dreamgym_env.experience.backends.base import CompletionRequest
 from dreamgym_env.experience.backends.openai_http import OpenAIBackend
 from tests._http import serve_json
@@ -173,8 +173,9 @@ def test_episodes_of_a_dead_endpoint_move_to_a_live_one_and_stay(monkeypatch):
         assert len(hits) == 32 and {name for name, _ in hits} == {"b"}
 
         # a comes back at the same URL: the moved episodes stay on b (b holds their prefixes), new
-        # episodes are spread over both again once a's failure is old enough to try it.
-        monkeypatch.setattr(openai_http, "_DOWN_SECONDS", 0.0)
+        # episodes are spread over both again once a's cool-down has passed and a probe succeeded.
+        later = time.monotonic() + backend.config.endpoint_cooldown
+        monkeypatch.setattr(backend.health, "_clock", lambda: later)
         a = _endpoint("a", hits, port=port_a)
         hits.clear()
         fresh = [f"fresh-{i}" for i in range(16)]

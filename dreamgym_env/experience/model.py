@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from dreamgym_env.config import EnvConfig
 from dreamgym_env.domains.base import Domain
-from dreamgym_env.errors import ResponseFormatError
+from dreamgym_env.errors import InvalidResponseError, ResponseFormatError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest, TransitionQuery
 from dreamgym_env.experience.prompt import build_messages
 from dreamgym_env.experience.schema import ExperienceOutput, output_json_schema
@@ -114,6 +114,9 @@ class ExperienceModel:
     ) -> Prediction:
         """Request and validate one transition, retrying unparsable answers.
 
+        An answer that is not a chat completion at all (:class:`InvalidResponseError`: an HTML page,
+        no ``choices``) counts as an unparsable attempt.
+
         Raises:
             ResponseFormatError: every attempt was unparsable and the policy is ``"raise"``.
             BackendError: the backend failed (unreachable server, prompt too long...).
@@ -130,10 +133,14 @@ class ExperienceModel:
         for attempt in range(attempts):
             if attempt and request.seed is not None:
                 request = replace(request, seed=request.seed + attempt)
-            completion = await self.backend.acomplete(request)
-            start = time.perf_counter()
-            output, error = _parse(completion, self.config)
-            parse_s += time.perf_counter() - start
+            try:
+                completion = await self.backend.acomplete(request)
+            except InvalidResponseError as e:  # answered, but not with a completion: as unparsable
+                completion, output, error = None, None, str(e)
+            else:
+                start = time.perf_counter()
+                output, error = _parse(completion, self.config)
+                parse_s += time.perf_counter() - start
             if output is not None:
                 return Prediction(output, completion, attempt + 1, None, build_s, parse_s)
             if attempt + 1 < attempts:

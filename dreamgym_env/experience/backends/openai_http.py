@@ -1,19 +1,28 @@
 """Any OpenAI-compatible chat endpoint: vLLM's server first, also SGLang, llama.cpp, hosted APIs.
 
-Timeouts and retries with backoff are the ``openai`` client's own; this module adds what it lacks:
-several endpoints with episode-sticky routing and fail-over, a bound on requests in flight, structured
-output, and errors that name the URL and the fix.
+The ``openai`` client makes each HTTP attempt; this module owns the policy around the attempts,
+because it spans endpoints: a deadline per attempt and per request, retries with back-off,
+fail-over with remembered endpoint health, a bound on requests in flight, structured output, and
+errors that name the URL and the fix (never the key).
+
+Deadlines: ``timeout`` bounds one attempt from sending to the last byte (``asyncio.timeout`` around
+it, so a server that trickles bytes is cut off; the HTTP client's own timeout is per read), and
+``deadline`` bounds the whole request, back-off and fail-over included. A server's ``Retry-After``
+is honoured only while it fits in what is left of the deadline.
 
 Routing: step t+1's prompt extends step t's, so every request of one episode goes to the same endpoint,
 the one whose prefix cache holds the episode so far. An episode's first request picks its endpoint by a
 stable hash of the episode id (episodes spread evenly, the same way in every process); requests without
-an episode take turns. When the endpoint does not answer, the request moves on to the next one, healthy
-endpoints first, and the episode stays on the endpoint that answered.
+an episode take turns. An attempt that fails (no connection, timeout, HTTP 408/409/429/5xx) moves on to
+the next endpoint at once, healthy endpoints first (see :mod:`.health`), and the episode stays on the
+endpoint that answered. Once every endpoint was tried, the request waits (back-off) and tries them
+again, up to ``max_retries`` times.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import itertools
 import logging
 import threading
@@ -28,49 +37,67 @@ import openai
 from openai._constants import DEFAULT_CONNECTION_LIMITS, DEFAULT_TIMEOUT
 
 from dreamgym_env.config import BackendConfig
-from dreamgym_env.errors import BackendError, ConfigError, PromptTooLongError, ServerUnreachableError
+from dreamgym_env.errors import (
+    BackendError,
+    ConfigError,
+    InvalidResponseError,
+    PromptTooLongError,
+    ServerUnreachableError,
+)
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest
+from dreamgym_env.experience.backends.health import EndpointHealth
 
 __all__ = ["OpenAIBackend"]
 
 logger = logging.getLogger(__name__)
 
 _CONTEXT_MARKERS = ("maximum context length", "context length", "too long", "max_model_len")
-# An endpoint that failed to answer is tried after the healthy ones for this long.
-_DOWN_SECONDS = 10.0
+# Statuses worth another attempt (elsewhere, or later): the ones openai's own client retries.
+_RETRY_STATUSES = frozenset({408, 409, 429})
+_MAX_BACKOFF = 8.0
 # Episodes whose endpoint is remembered; the least recently used are forgotten (they fall back to
 # their hash, which is where they started unless they failed over).
 _MAX_STICKY_EPISODES = 65_536
 
 
-def _http_client(max_concurrency: int, timeout: Any, max_retries: int) -> Any:
+def _http_client(max_concurrency: int, timeout: Any) -> Any:
     """The default HTTP client of `openai`, keeping a connection alive for every request in flight.
 
     The default keeps 100: a vector env of more sub-envs closes the surplus after every step and opens
     it again on the next, and against vLLM's server some requests on such fresh connections got no
     answer until the read timeout (a 60 s stall of the whole lock-step step).
-
-    The client's retries are openai's own; a request hook logs each one (openai numbers its attempts
-    in the ``x-stainless-retry-count`` header). Only the method and URL are logged, never headers.
     """
-
-    async def log_retry(request: Any) -> None:
-        retry = request.headers.get("x-stainless-retry-count", "0")
-        if retry.isdigit() and int(retry) > 0:
-            logger.warning(
-                "Retrying %s %s (retry %s of %d): the previous attempt failed or timed out",
-                request.method,
-                request.url,
-                retry,
-                max_retries,
-            )
-
     limits = type(DEFAULT_CONNECTION_LIMITS)(
         max_connections=max_concurrency, max_keepalive_connections=max_concurrency
     )
-    return openai.DefaultAsyncHttpxClient(
-        limits=limits, timeout=timeout, event_hooks={"request": [log_retry]}
-    )
+    return openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeout)
+
+
+class _Retryable(Exception):
+    """An attempt failed in a way another attempt (elsewhere, or later) may not."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds the server asked to wait (``retry-after-ms``, or ``retry-after`` as seconds or a date)."""
+    if headers is None:
+        return None
+    try:
+        if headers.get("retry-after-ms"):
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if not value:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 @dataclass
@@ -83,7 +110,8 @@ class OpenAIBackend(Backend):
     """Structured-output chat completions over HTTP.
 
     Args:
-        config: Endpoints, model, key, timeouts, retries, concurrency and sampling settings.
+        config: Endpoints, model, key, deadlines, retries, health cool-down, concurrency and
+            sampling settings.
 
     Example:
         >>> backend = OpenAIBackend(BackendConfig(base_url="http://127.0.0.1:8000/v1", model="Qwen/Qwen3-8B"))
@@ -93,7 +121,7 @@ class OpenAIBackend(Backend):
         if not config.model:
             raise ConfigError(
                 "No experience model name: pass model=... to gymnasium.make or set DREAMGYM_MODEL to the name "
-                f"the server serves (GET {config.base_url[0]}/models lists them)."
+                f"the server serves (GET {config.base_url[0] if config.base_url else 'BASE_URL'}/models lists them)."
             )
         if not config.base_url:
             raise ConfigError("No endpoint: pass base_url=... or set DREAMGYM_BASE_URL.")
@@ -104,7 +132,7 @@ class OpenAIBackend(Backend):
         self._turn = itertools.count()
         self._lock = threading.Lock()
         self._sticky: OrderedDict[str, int] = OrderedDict()  # episode id -> endpoint index
-        self._failed_at: dict[int, float] = {}  # endpoint index -> monotonic time of its last failure
+        self.health = EndpointHealth(config.endpoint_cooldown)
 
     def describe(self) -> str:
         """Model and endpoints (never the key)."""
@@ -115,6 +143,14 @@ class OpenAIBackend(Backend):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["config"])  # type: ignore[misc]
+
+    @property
+    def deadline(self) -> float:
+        """Seconds one request may take in all: ``config.deadline``, else timeout x (retries + endpoints)."""
+        cfg = self.config
+        if cfg.deadline is not None:
+            return cfg.deadline
+        return cfg.timeout * (cfg.max_retries + len(cfg.base_url))
 
     def _state(self) -> _LoopState:
         loop = asyncio.get_running_loop()
@@ -128,10 +164,11 @@ class OpenAIBackend(Backend):
                     base_url=url,
                     api_key=cfg.api_key.get_secret_value(),
                     timeout=timeout,
-                    max_retries=cfg.max_retries,
-                    http_client=_http_client(cfg.max_concurrency, timeout, cfg.max_retries),
+                    max_retries=0,  # retries are this backend's: they may move to another endpoint
+                    default_headers=cfg.endpoint_headers(index) or None,
+                    http_client=_http_client(cfg.max_concurrency, timeout),
                 )
-                for url in cfg.base_url
+                for index, url in enumerate(cfg.base_url)
             ]
             state = _LoopState(clients, asyncio.Semaphore(cfg.max_concurrency))
             self._states[loop] = state
@@ -157,83 +194,147 @@ class OpenAIBackend(Backend):
         return kwargs
 
     def _route(self, episode_id: str | None) -> list[int]:
-        """Endpoint indices to try, in order: the episode's own (or the next turn) first, down ones last."""
+        """Endpoint indices in rotation order from the episode's own one (or the next turn)."""
         n = len(self.config.base_url)
         with self._lock:
             if episode_id is None:
                 first = next(self._turn) % n
             else:
                 first = self._sticky.get(episode_id, zlib.crc32(episode_id.encode()) % n)
-            now = time.monotonic()
-            down = {i for i, at in self._failed_at.items() if now - at < _DOWN_SECONDS}
-        order = [(first + i) % n for i in range(n)]
-        return [i for i in order if i not in down] + [i for i in order if i in down]
+        return [(first + i) % n for i in range(n)]
 
     def _answered(self, episode_id: str | None, index: int) -> None:
+        self.health.succeeded(index)
+        if episode_id is None:
+            return
         with self._lock:
-            self._failed_at.pop(index, None)
-            if episode_id is None:
-                return
             self._sticky[episode_id] = index
             self._sticky.move_to_end(episode_id)
             while len(self._sticky) > _MAX_STICKY_EPISODES:
                 self._sticky.popitem(last=False)
 
-    def _failed(self, index: int) -> None:
-        with self._lock:
-            self._failed_at[index] = time.monotonic()
-
     async def acomplete(self, request: CompletionRequest) -> Completion:
-        """Send one request to its episode's endpoint, failing over to the others on connection errors."""
+        """Send one request within the deadline: its episode's endpoint first, failing over on faults.
+
+        Raises:
+            ServerUnreachableError: no endpoint answered before the deadline or the retries ran out.
+            PromptTooLongError: the prompt does not fit the model's context.
+            InvalidResponseError: the server answered, but not with a chat completion.
+            BackendError: the server rejected the request (bad request, unknown model, bad key).
+        """
         state = self._state()
         kwargs = self._request_kwargs(request)
-        failures: list[str] = []
+        cfg = self.config
         route = self._route(request.episode_id)
+        failures: list[str] = []
         async with state.semaphore:
-            for position, index in enumerate(route):
-                url = self.config.base_url[index]
-                start = time.perf_counter()
-                try:
-                    response = await state.clients[index].chat.completions.create(**kwargs)
-                except openai.APIConnectionError as e:  # includes APITimeoutError
-                    self._failed(index)
-                    failures.append(f"{url}: {type(e).__name__}: {e}")
-                    if position + 1 < len(route):
-                        then = f"failing over to {self.config.base_url[route[position + 1]]}"
-                    else:
-                        then = "no endpoint left to try"
-                    logger.warning(
-                        "Experience model endpoint %s did not answer (%s: %s, after %d retries); %s",
-                        url,
-                        type(e).__name__,
-                        e,
-                        self.config.max_retries,
-                        then,
-                    )
-                    continue
-                except openai.BadRequestError as e:
-                    message = str(e)
-                    if any(marker in message.lower() for marker in _CONTEXT_MARKERS):
-                        raise PromptTooLongError(
-                            f"The prompt does not fit the context of {self.config.model} at {url}: {message}. "
-                            "Lower history_window or top_k, or serve the model with a larger --max-model-len."
-                        ) from e
-                    raise BackendError(f"{url} rejected the request: {message}") from e
-                except openai.NotFoundError as e:
-                    raise BackendError(
-                        f"{url} does not serve model {self.config.model!r} ({e}). "
-                        f"GET {url}/models lists the served names."
-                    ) from e
-                except openai.APIStatusError as e:
-                    raise BackendError(f"{url} answered HTTP {e.status_code}: {e}") from e
-                self._answered(request.episode_id, index)
-                return _to_completion(response, time.perf_counter() - start, url)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.deadline
+            gave_up = f"{cfg.max_retries} retries of each endpoint spent"
+            for round_ in range(cfg.max_retries + 1):
+                tried: set[int] = set()
+                hints: list[float | None] = []
+                failed: str | None = None  # the last failure, logged once the next move is known
+                while (index := self.health.pick(route, tried)) is not None:
+                    tried.add(index)
+                    url = cfg.base_url[index]
+                    if failed is not None:
+                        logger.warning("%s; failing over to %s", failed, url)
+                    remaining = deadline - loop.time()
+                    if remaining <= 0:
+                        self.health.released(index)
+                        failed, gave_up = None, f"the deadline of {self.deadline:g}s passed"
+                        break
+                    try:
+                        completion = await self._attempt(state, index, kwargs, min(cfg.timeout, remaining))
+                    except _Retryable as e:
+                        self.health.failed(index, e.retry_after)
+                        failures.append(f"{url}: {e}")
+                        hints.append(e.retry_after)
+                        failed = f"Experience model endpoint {url} failed ({e})"
+                        continue
+                    except BaseException:
+                        self.health.released(index)
+                        raise
+                    self._answered(request.episode_id, index)
+                    return completion
+                if round_ == cfg.max_retries or gave_up.startswith("the deadline"):
+                    if failed is not None:
+                        logger.warning("%s; no endpoint left to try", failed)
+                    break
+                wait = min(cfg.retry_backoff * 2**round_, _MAX_BACKOFF)
+                if hints and all(h is not None for h in hints):  # every endpoint said when to come back
+                    wait = max(wait, min(h for h in hints if h is not None))
+                left = deadline - loop.time()
+                if wait >= left:
+                    if failed is not None:
+                        logger.warning("%s; no time left for a retry", failed)
+                    gave_up = f"a retry in {wait:g}s would end after the deadline ({max(left, 0):.1f}s left)"
+                    break
+                logger.warning("%s; retry %d of %d in %.1fs", failed, round_ + 1, cfg.max_retries, wait)
+                await asyncio.sleep(wait)
         raise ServerUnreachableError(
-            f"Could not reach the experience model at {', '.join(self.config.base_url)} "
-            f"(timeout {self.config.timeout:g}s, {self.config.max_retries} retries each). "
+            f"Could not reach the experience model at {', '.join(cfg.base_url)}: {gave_up} "
+            f"(timeout {cfg.timeout:g}s an attempt, deadline {self.deadline:g}s a request, "
+            f"{cfg.max_retries} retries of each endpoint). "
             "Start a server (e.g. `vllm serve MODEL` or `dreamgym serve --smoke`) or point base_url / "
             "DREAMGYM_BASE_URL at a running one. Failures: " + "; ".join(failures)
         )
+
+    async def _attempt(
+        self, state: _LoopState, index: int, kwargs: dict[str, Any], limit: float
+    ) -> Completion:
+        """One HTTP attempt, cut off after ``limit`` seconds however the bytes arrive."""
+        url = self.config.base_url[index]
+        redact = self.config.redact
+        start = time.perf_counter()
+        try:
+            async with asyncio.timeout(limit):
+                response = await state.clients[index].chat.completions.create(**kwargs)
+        except TimeoutError as e:
+            raise _Retryable(f"no complete answer within {limit:.3g}s") from e
+        except openai.APIConnectionError as e:  # includes APITimeoutError
+            cause = f" ({redact(str(e.__cause__))})" if e.__cause__ is not None else ""
+            raise _Retryable(f"{type(e).__name__}: {redact(str(e))}{cause}") from e
+        except openai.APIStatusError as e:
+            message = redact(str(e))
+            if e.status_code in _RETRY_STATUSES or e.status_code >= 500:
+                retry_after = _retry_after(getattr(e.response, "headers", None))
+                after = f", Retry-After {retry_after:g}s" if retry_after is not None else ""
+                raise _Retryable(f"HTTP {e.status_code}{after}: {message}", retry_after) from e
+            raise self._rejected(e, url, message) from e
+        except ValueError as e:  # the body did not decode or parse (JSONDecodeError, UnicodeDecodeError)
+            self.health.failed(index)
+            raise InvalidResponseError(
+                f"{url} answered with a body that is not a chat completion ({type(e).__name__}: {e}). "
+                "Is base_url an OpenAI-compatible /v1 endpoint, and not a proxy's or web server's page?"
+            ) from e
+        try:
+            return _to_completion(response, time.perf_counter() - start, url)
+        except InvalidResponseError:
+            self.health.failed(index)
+            raise
+
+    def _rejected(self, e: openai.APIStatusError, url: str, message: str) -> BackendError:
+        """The error for a status no other attempt would change (it is the request or the key)."""
+        if isinstance(e, openai.BadRequestError):
+            if any(marker in message.lower() for marker in _CONTEXT_MARKERS):
+                return PromptTooLongError(
+                    f"The prompt does not fit the context of {self.config.model} at {url}: {message}. "
+                    "Lower history_window or top_k, or serve the model with a larger --max-model-len."
+                )
+            return BackendError(f"{url} rejected the request: {message}")
+        if isinstance(e, openai.NotFoundError):
+            return BackendError(
+                f"{url} does not serve model {self.config.model!r} ({message}). "
+                f"GET {url}/models lists the served names."
+            )
+        if e.status_code in (401, 403):
+            return BackendError(
+                f"{url} refused the API key (HTTP {e.status_code}): {message}. "
+                "Pass api_key=... or set DREAMGYM_API_KEY to a key the server accepts."
+            )
+        return BackendError(f"{url} answered HTTP {e.status_code}: {message}")
 
     async def aclose(self) -> None:
         """Close the clients bound to the running loop."""
@@ -243,18 +344,40 @@ class OpenAIBackend(Backend):
                 await client.close()
 
 
+def _snippet(value: Any) -> str:
+    return repr(value)[:120]
+
+
 def _to_completion(response: Any, latency: float, url: str) -> Completion:
-    choice = response.choices[0]
-    usage = response.usage
-    cached = None
-    if usage is not None and getattr(usage, "prompt_tokens_details", None) is not None:
-        cached = usage.prompt_tokens_details.cached_tokens
+    """The completion in ``response``, or :class:`InvalidResponseError` naming what is missing.
+
+    ``openai`` builds its response objects without validating them, so a proxy's HTML page or JSON of
+    another shape arrives here as a string, or as an object without ``choices``.
+    """
+
+    def invalid(what: str) -> InvalidResponseError:
+        return InvalidResponseError(
+            f"{url} answered, but not with a chat completion: {what}. Is base_url an OpenAI-compatible "
+            "/v1 endpoint (not a proxy's or web server's page)?"
+        )
+
+    if isinstance(response, (str, bytes)):
+        raise invalid(f"a {type(response).__name__} body {_snippet(response)}")
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise invalid(f"no choices (got {_snippet(choices)})")
+    message = getattr(choices[0], "message", None)
+    text = getattr(message, "content", None)
+    if message is None or not isinstance(text, (str, type(None))):
+        raise invalid(f"choice 0 has no message text (got {_snippet(message)})")
+    usage = getattr(response, "usage", None)
+    details = getattr(usage, "prompt_tokens_details", None)
     return Completion(
-        text=choice.message.content or "",
-        prompt_tokens=usage.prompt_tokens if usage else None,
-        completion_tokens=usage.completion_tokens if usage else None,
-        cached_tokens=cached,
+        text=text or "",
+        prompt_tokens=getattr(usage, "prompt_tokens", None),
+        completion_tokens=getattr(usage, "completion_tokens", None),
+        cached_tokens=getattr(details, "cached_tokens", None),
         latency_s=latency,
         endpoint=url,
-        extra={"finish_reason": choice.finish_reason},
+        extra={"finish_reason": getattr(choices[0], "finish_reason", None)},
     )

@@ -1,0 +1,131 @@
+"""Keep API keys (and keys written into endpoint URLs) out of everything that gets printed or saved.
+
+A key enters as ``api_key=`` or as the userinfo of a URL (``https://user:KEY@host/v1``). Inside the
+package it lives in a pydantic ``SecretStr``; at the boundaries where text leaves (error messages,
+logs, ``repr``, recordings, Gymnasium's ``env.spec``) it is replaced by :data:`MASK`.
+
+``gymnasium.make`` keeps every keyword it was given in ``env.spec.kwargs`` and sets that spec on the
+env after constructing it, so the env classes take :class:`SpecWithoutSecrets` first in their bases:
+its ``spec`` setter swaps each secret for a :class:`Redacted` value before storing the spec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from gymnasium.envs.registration import EnvSpec
+from pydantic import SecretStr
+
+__all__ = [
+    "MASK",
+    "Redacted",
+    "SpecWithoutSecrets",
+    "redact_kwargs",
+    "redact_text",
+    "redact_url",
+    "split_userinfo",
+]
+
+MASK = "**********"  # what pydantic's SecretStr shows, so every masked value looks the same
+
+_BEARER = re.compile(r"(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}", re.I)
+
+
+class Redacted(str):
+    """A secret as an env spec keeps it: a ``str`` whose text is masked, carrying the real value.
+
+    It prints, compares and serialises (``repr``, ``str(spec)``, ``spec.to_json()``) as its masked
+    text, yet ``gymnasium.make(env.spec)`` in this process, or in one it is pickled to, still
+    configures the backend, because :class:`~dreamgym_env.config.BackendConfig` unwraps it. A spec
+    read back from JSON holds only the mask: the key then comes from ``DREAMGYM_API_KEY``.
+    """
+
+    secret: Any
+
+    def __new__(cls, shown: str, secret: Any) -> Redacted:
+        obj = super().__new__(cls, shown)
+        obj.secret = secret
+        return obj
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Redacted, (str.__str__(self), self.secret))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Redacted:
+        return self  # immutable, like str
+
+
+def split_userinfo(url: str) -> tuple[str, str | None]:
+    """``url`` without its ``user:password@`` part, and that part (``None`` when there is none)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    return urlunsplit(parts._replace(netloc=host)), userinfo
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any userinfo replaced by the mask (``https://**********@host/v1``)."""
+    clean, userinfo = split_userinfo(url)
+    if userinfo is None:
+        return url
+    parts = urlsplit(clean)
+    return urlunsplit(parts._replace(netloc=f"{MASK}@{parts.netloc}"))
+
+
+def redact_text(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every given secret, and any ``Bearer``/``Basic`` credential, replaced by the mask.
+
+    For text that comes from outside (a server's error body may echo the request's headers).
+    """
+    for secret in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
+
+
+def _redact_urls(value: Any) -> Any:
+    if isinstance(value, Redacted):
+        return value
+    if isinstance(value, str):
+        urls = [u.strip() for u in value.split(",")]
+        if any(split_userinfo(u)[1] is not None for u in urls):
+            return Redacted(",".join(redact_url(u) for u in urls), value)
+        return value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_redact_urls(u) for u in value)
+    return value
+
+
+def redact_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``gymnasium.make`` keywords with ``api_key`` and URL userinfo made :class:`Redacted`."""
+    out = dict(kwargs)
+    key = out.get("api_key")
+    if key is not None and not isinstance(key, Redacted):
+        out["api_key"] = Redacted(MASK, key if isinstance(key, SecretStr) else SecretStr(str(key)))
+    if "base_url" in out:
+        out["base_url"] = _redact_urls(out["base_url"])
+    return out
+
+
+class SpecWithoutSecrets:
+    """Mixin for env classes: ``env.spec`` never holds a key in plain text.
+
+    Gymnasium assigns ``env.unwrapped.spec`` after construction, with ``kwargs`` exactly as given to
+    ``gymnasium.make`` / ``make_vec``; the setter stores a copy whose secrets are :class:`Redacted`.
+    """
+
+    _redacted_spec: EnvSpec | None = None
+
+    @property
+    def spec(self) -> EnvSpec | None:
+        """The spec this env was made from, secrets masked."""
+        return self._redacted_spec
+
+    @spec.setter
+    def spec(self, value: EnvSpec | None) -> None:
+        if value is not None and value.kwargs:
+            value = dataclasses.replace(value, kwargs=redact_kwargs(value.kwargs))
+        self._redacted_spec = value
