@@ -155,3 +155,23 @@ def test_a_reader_catching_up_while_processes_write_misses_nothing(tmp_path, sto
         assert len(buffer.index) == len(buffer)  # every committed row reached the index exactly once
         all_seqs = [o.seq for o in pool.outcomes()]
         assert len(all_seqs) == 4 * 30 and sorted(caught_up) == all_seqs  # nothing skipped
+
+
+def test_rollout_workers_share_buffer_and_curriculum_without_ray(postgres_url):
+    """The Ray actor class used in-process: worker B retrieves A's transition and counts A's outcomes."""
+    from dreamgym_env.distributed import RolloutWorker
+    from dreamgym_env.rollout import RandomPolicy
+
+    kwargs = {"backend": "scripted", "max_steps": 2}
+    stores = {"buffer": postgres_url, "task_pool": postgres_url, "curriculum_kwargs": {"min_rollouts": 1}}
+    a = RolloutWorker("DreamGym/ALFWorld-v0", 2, kwargs, **stores)
+    b = RolloutWorker("DreamGym/ALFWorld-v0", 2, kwargs, **stores)
+    try:
+        assert b.retrieve("anything", "look", 1) == []
+        episodes = a.collect(RandomPolicy(fallback="look"), 2, seed=0)
+        hit = b.retrieve(episodes[0].observations[0], episodes[0].actions[0], 1)[0]
+        assert hit.episode_id in {ep.episode_id for ep in episodes}
+        assert sum(b.curriculum_rollouts().values()) >= len(episodes)
+    finally:
+        a.close()
+        b.close()
