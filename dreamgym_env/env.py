@@ -3,29 +3,23 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Sequence
-from typing import Any
-
-import gymnasium as gym
+from typing import Any, ClassVar
 
 from dreamgym_env._runner import run_sync
 from dreamgym_env.config import EnvConfig, split_overrides
-from dreamgym_env.domains import Domain, get_domain
-from dreamgym_env.errors import DreamGymError, InvalidActionError
+from dreamgym_env.domains import Domain
+from dreamgym_env.episode import EpisodeEnv, EpisodeStart, WorldStep, render_episode
 from dreamgym_env.experience.backends import Backend, make_backend
 from dreamgym_env.experience.model import ExperienceModel, Prediction
 from dreamgym_env.retrieval import RetrievalQuery, Retriever
-from dreamgym_env.spaces import FreeText
 from dreamgym_env.tasks import TaskSampler, as_task_sampler, resolve_task
-from dreamgym_env.types import Step, Task, Transition
+from dreamgym_env.types import Source, Task, Transition
 
 __all__ = ["DreamGymEnv", "render_episode"]
 
-_FEEDBACK_CHARS = 1024  # room for an invalid-action message in front of the state
 
-
-class DreamGymEnv(gym.Env[str, str]):
+class DreamGymEnv(EpisodeEnv):
     """A text environment whose transitions are predicted by an LLM experience model.
 
     ## Description
@@ -51,14 +45,18 @@ class DreamGymEnv(gym.Env[str, str]):
     Terminated when the model says ``done``; truncated after ``max_steps`` steps (WebShop 15, ALFWorld
     50, WebArena 30 by default).
 
-    An action that is empty, too long or outside the grammar is not sent to the model: the state is
-    unchanged, the observation starts with ``[Invalid action]`` and ``info["last_action_error"]``
-    says why; reward 0, and the step counts. A non-string action raises :class:`InvalidActionError`.
+    An action that is empty, too long, not text (control characters, lone surrogates) or outside the
+    grammar (and not among the admissible actions) is not sent to the model: the state is unchanged,
+    the observation starts with ``[Invalid action]`` and ``info["last_action_error"]`` says why (the
+    action echoed with its control characters escaped); reward 0, and the step counts. A non-string
+    action raises :class:`InvalidActionError`. These rules, the spaces and the ``info`` keys are
+    :class:`~dreamgym_env.episode.EpisodeEnv`'s, shared with every real wrapper.
 
     ## Information
-    ``task``, ``task_id``, ``episode_id``, ``step``, ``admissible_actions``, ``success``,
-    ``reasoning``, ``simulated`` (True), ``source`` ("sim"), ``last_action_error``, and after model
-    calls ``usage`` (token counts) and ``timing`` (model and client-side seconds).
+    ``task``, ``task_id``, ``episode_id``, ``step``, ``admissible_actions``, ``success`` (and
+    ``is_success``, which stable-baselines3's ``Monitor`` reads), ``reasoning``, ``simulated`` (True),
+    ``source`` ("sim"), ``last_action_error``, and after model calls ``usage`` (token counts) and
+    ``timing`` (model and client-side seconds). :attr:`last_transition` is the step's stored form.
 
     ## Arguments
     ``domain``: name or :class:`Domain`. ``tasks``: list of :class:`Task` or a sampler (curriculum);
@@ -80,9 +78,7 @@ class DreamGymEnv(gym.Env[str, str]):
     * v0: Initial version.
     """
 
-    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
-    observation_space: FreeText
-    action_space: FreeText
+    source: ClassVar[Source] = "sim"
 
     def __init__(
         self,
@@ -95,78 +91,37 @@ class DreamGymEnv(gym.Env[str, str]):
         render_mode: str | None = None,
         **overrides: Any,
     ) -> None:
-        self.domain = get_domain(domain)
         if isinstance(backend, str):
             overrides["backend"] = backend
             backend = None
-        self.config = split_overrides(config, overrides)
+        config = split_overrides(config, overrides)
+        super().__init__(
+            domain,
+            max_steps=config.max_steps,
+            max_state_chars=config.max_state_chars,
+            max_action_chars=config.max_action_chars,
+            render_mode=render_mode,
+        )
+        self.config = config
         self._owns_backend = backend is None
         self.backend = backend if backend is not None else make_backend(self.config.backend)
         self.model = ExperienceModel(self.domain, self.backend, self.config)
         self.retriever = retriever
         self.task_sampler = as_task_sampler(tasks if tasks is not None else self.domain.seed_tasks())
-        self.max_steps = self.config.max_steps or self.domain.max_steps
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise DreamGymError(
-                f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}"
-            )
-        self.render_mode = render_mode
-        self.observation_space = FreeText(max_length=self.config.max_state_chars + _FEEDBACK_CHARS)
-        self.action_space = FreeText(max_length=self.config.max_action_chars)
 
-        self._task: Task | None = None
-        self._episode_id = ""
-        self._state = ""
-        self._obs = ""
-        self._admissible: list[str] = []
-        self._history: list[Step] = []
-        self._step = 0
-        self._ended = True
-
-    # ------------------------------------------------------------------ gymnasium API
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        """Start an episode on a sampled task, or on ``options["task"]`` (Task, dict, id or instruction)."""
-        super().reset(seed=seed)
-        options = options or {}
+    # ------------------------------------------------------------------ EpisodeEnv hooks
+    def _begin(self, options: dict[str, Any]) -> EpisodeStart:
+        """A sampled task, or ``options["task"]`` (Task, dict, id or instruction), and its first state."""
         if "task" in options and options["task"] is not None:
             task = resolve_task(options["task"], self.domain.name, self.task_sampler)
         else:
             task = self.task_sampler.sample(self.np_random)
         initial = self.domain.initial_state(task, self.np_random)
-        self._task = task
-        self._episode_id = str(uuid.UUID(bytes=self.np_random.bytes(16), version=4))
-        self._state = self._obs = initial.state
-        self._admissible = list(initial.admissible_actions)
-        self._history = []
-        self._step = 0
-        self._ended = False
-        return self._obs, self._info(success=False, reasoning="")
+        return EpisodeStart(task, initial.state, list(initial.admissible_actions))
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Advance the episode by one model-predicted transition."""
-        return run_sync(self.astep(action))
-
-    async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Coroutine form of :meth:`step`; the vector env awaits many of these at once."""
-        if self._task is None:
-            raise DreamGymError("Call reset() before step().")
-        if self._ended:
-            raise DreamGymError(
-                "The episode has ended (terminated or truncated); call reset() to start another."
-            )
-        if not isinstance(action, str):
-            raise InvalidActionError(
-                f"Actions are strings in the {self.domain.name} grammar, got {type(action).__name__}: {action!r}. "
-                f"{self.domain.action_help}"
-            )
-        error = self._action_error(action)
-        if error is not None:
-            self._step += 1
-            self._obs = f"[Invalid action] {error}\n\n{self._state}"[-self.observation_space.max_length :]
-            return self._finish(0.0, terminated=False, success=False, reasoning="", last_action_error=error)
-
+    async def _aadvance(self, action: str) -> WorldStep:
+        """One model-predicted transition; a backend error propagates with the episode unchanged."""
+        assert self._task is not None
         started = time.perf_counter()
         demos = self._retrieve(action)
         retrieve_s = time.perf_counter() - started
@@ -180,46 +135,28 @@ class DreamGymEnv(gym.Env[str, str]):
             seed=int(self.np_random.integers(2**31 - 1)),
             episode_id=self._episode_id,
         )
-        # Only now does the step count: a backend error above leaves the episode as it was, so the
-        # caller may retry the same step once the server is back.
-        self._step += 1
         extra = _timing_info(prediction, retrieve_s, time.perf_counter() - started)
         output = prediction.output
         if output is None:  # on_invalid_output == "fail_state": the world stays as it was
-            self._obs = self._state
-            return self._finish(
-                0.0, terminated=False, success=False, reasoning="", model_error=prediction.error, **extra
-            )
-
+            return WorldStep(self._state, extra={"model_error": prediction.error, **extra}, changed=False)
         success = output.done and output.success
-        reward = 1.0 if success else 0.0
-        transition = Transition(
-            domain=self.domain.name,
-            task_id=self._task.task_id,
-            task=self._task.instruction,
-            episode_id=self._episode_id,
-            step=self._step - 1,
-            state=self._state,
-            action=action,
-            next_state=output.next_state,
-            reward=reward,
+        return WorldStep(
+            output.next_state,
+            reward=1.0 if success else 0.0,
             done=output.done,
             success=success,
-            source="sim",
+            admissible_actions=list(output.admissible_actions),
             reasoning=output.reasoning,
-        )
-        self._history.append(Step(state=self._state, action=action))
-        self._state = self._obs = output.next_state
-        self._admissible = list(output.admissible_actions)
-        if self.retriever is not None and self.config.store_transitions == "all":
-            self.retriever.add(transition)
-        return self._finish(
-            reward, terminated=output.done, success=success, reasoning=output.reasoning, **extra
+            extra=extra,
         )
 
-    def render(self) -> str | None:
-        """``ansi``: return the task and current state; ``human``: print them."""
-        return render_episode(self.render_mode, self._task, self._step, self._obs)
+    def _store(self, transition: Transition) -> None:
+        if self.retriever is not None and self.config.store_transitions == "all":
+            self.retriever.add(transition)
+
+    def _episode_ended(self, reward: float, success: bool) -> None:
+        assert self._task is not None
+        self.task_sampler.record_outcome(self._task, reward, success)
 
     def close(self) -> None:
         """Release the backend's connections if this env created it."""
@@ -227,33 +164,13 @@ class DreamGymEnv(gym.Env[str, str]):
             run_sync(self.backend.aclose())
         super().close()
 
-    # ------------------------------------------------------------------ helpers
-    @property
-    def task(self) -> Task | None:
-        """The current episode's task."""
-        return self._task
-
-    @property
-    def history(self) -> list[Step]:
-        """The (state, action) pairs of the current episode so far."""
-        return list(self._history)
-
-    def _action_error(self, action: str) -> str | None:
-        if not action.strip():
-            return f"The action is empty. {self.domain.action_help}"
-        if len(action) > self.config.max_action_chars:
-            return (
-                f"The action has {len(action)} characters; at most {self.config.max_action_chars} are accepted "
-                "(max_action_chars)."
-            )
-        return self.domain.validate_action(action, self._admissible)
-
+    # ------------------------------------------------------------------ retrieval
     def retrieval_query(self, action: str) -> RetrievalQuery | None:
         """The demonstrations request ``step(action)`` would make now, or ``None`` if it would make none.
 
         A vector env collects these from all its sub-envs to answer them in one batched search.
         """
-        if self._task is None or self._ended or not isinstance(action, str) or self._action_error(action):
+        if self._task is None or self._ended or not isinstance(action, str) or self.action_error(action):
             return None
         return self._query(action)
 
@@ -269,47 +186,6 @@ class DreamGymEnv(gym.Env[str, str]):
         return self.retriever.retrieve(
             query.state, query.action, query.k, domain=query.domain, exclude_episode=query.exclude_episode
         )
-
-    def _finish(
-        self, reward: float, *, terminated: bool, success: bool, reasoning: str, **extra: Any
-    ) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        truncated = not terminated and self._step >= self.max_steps
-        if terminated or truncated:
-            self._ended = True
-            assert self._task is not None
-            self.task_sampler.record_outcome(self._task, reward, success)
-        info = self._info(success=success, reasoning=reasoning, **extra)
-        if self.render_mode == "human":
-            self.render()
-        return self._obs, reward, terminated, truncated, info
-
-    def _info(self, *, success: bool, reasoning: str, **extra: Any) -> dict[str, Any]:
-        assert self._task is not None
-        info: dict[str, Any] = {
-            "task": self._task.instruction,
-            "task_id": self._task.task_id,
-            "episode_id": self._episode_id,
-            "step": self._step,
-            "admissible_actions": list(self._admissible),
-            "success": success,
-            "reasoning": reasoning,
-            "simulated": True,
-            "source": "sim",
-            "last_action_error": None,
-        }
-        info.update(extra)
-        return info
-
-
-def render_episode(render_mode: str | None, task: Task | None, step: int, observation: str) -> str | None:
-    """The text both simulated and real envs render: ``ansi`` returns it, ``human`` prints it."""
-    if render_mode is None:
-        return None
-    text = f"Task: {task.instruction if task else '(not reset)'}\nStep {step}\n{observation}"
-    if render_mode == "human":
-        print(text)
-        return None
-    return text
 
 
 def _timing_info(prediction: Prediction, retrieve_s: float, total_s: float) -> dict[str, Any]:

@@ -4,6 +4,8 @@ Gymnasium's default :class:`~gymnasium.spaces.Text` charset is alphanumeric, whi
 ``search[red shoes]`` and every realistic web or game observation. This subclass samples from printable
 ASCII (so random agents type plausible strings) and accepts any Unicode text without control characters
 (tab and newlines allowed), because product titles and page text hold ``™``, ``é`` and non-breaking spaces.
+Lone surrogates (``"\ud800"``, which Python strings may hold but no UTF-8 text can) are rejected too: a
+string the space admits can always be encoded, sent to a server and stored.
 
 Flattened (for ``AsyncVectorEnv``'s shared memory and ``FlattenObservation``), a string becomes its
 Unicode code points padded with -1, since no finite charset indexes every character it may hold.
@@ -21,11 +23,35 @@ from gymnasium.spaces import Box, Text
 from gymnasium.spaces.utils import flatten, flatten_space, unflatten
 from gymnasium.vector.utils import read_from_shared_memory
 
-__all__ = ["CONTROL_CHARACTERS", "FreeText", "SharedTextBatch"]
+__all__ = ["CONTROL_CHARACTERS", "FreeText", "SharedTextBatch", "escape_non_text", "text_problem"]
 
 _SAMPLE_CHARSET = string.ascii_letters + string.digits + string.punctuation + " "
-CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-"""Unicode control characters (category Cc) other than tab, newline and carriage return."""
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+"""Characters that carry no text: Unicode control characters (category Cc) other than tab, newline and
+carriage return, and lone surrogates (category Cs, which cannot be encoded as UTF-8)."""
+
+
+def text_problem(x: str) -> str | None:
+    """Why ``x`` is not text a :class:`FreeText` admits (whatever its length), or ``None``.
+
+    The message names the first offending character by its code point, never the character itself.
+    """
+    found = CONTROL_CHARACTERS.search(x)
+    if found is None:
+        return None
+    code = ord(found.group())
+    kind = "a lone surrogate (not encodable as UTF-8)" if 0xD800 <= code <= 0xDFFF else "a control character"
+    return f"it holds {kind}, U+{code:04X}, at position {found.start()}"
+
+
+def escape_non_text(x: str) -> str:
+    r"""``x`` with every character :data:`CONTROL_CHARACTERS` matches written as an escape (``\x07``).
+
+    For echoing untrusted text (an agent's action) into an observation, which must stay in the space.
+    """
+    return CONTROL_CHARACTERS.sub(
+        lambda m: m.group().encode("unicode_escape", "backslashreplace").decode(), x
+    )
 
 
 class FreeText(Text):
@@ -45,7 +71,7 @@ class FreeText(Text):
         super().__init__(max_length=max_length, min_length=min_length, charset=_SAMPLE_CHARSET, seed=seed)
 
     def contains(self, x: Any) -> bool:
-        """Accept any text within the length bounds that has no control characters but tab and newlines."""
+        """Accept text within the length bounds: no control characters but tab and newlines, no lone surrogate."""
         if not isinstance(x, str) or not self.min_length <= len(x) <= self.max_length:
             return False
         return CONTROL_CHARACTERS.search(x) is None

@@ -20,6 +20,7 @@ from dreamgym_env._runner import run_sync
 from dreamgym_env.config import EnvConfig, split_overrides
 from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.env import DreamGymEnv
+from dreamgym_env.episode import PendingStep
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.experience.backends import Backend, make_backend
 from dreamgym_env.retrieval import BatchRetriever, RetrievalQuery, Retriever
@@ -64,15 +65,17 @@ class _StepBatch:
 
     @contextlib.contextmanager
     def step(self, queries: list[RetrievalQuery]) -> Iterator[None]:
-        """Answer ``queries`` now; store what the sub-envs add when the step ends (even if it fails)."""
+        """Answer ``queries`` now; store what the sub-envs add when the step succeeds, nothing if it fails."""
         self._answers = dict(zip(queries, self.inner.retrieve_many(queries), strict=True)) if queries else {}
         self._pending = []
         try:
             yield
-        finally:
-            pending, self._pending, self._answers = self._pending, None, {}
-            if pending:
-                self.inner.add_many(pending, apply_policy=True)
+        except BaseException:
+            self._pending, self._answers = None, {}
+            raise
+        pending, self._pending, self._answers = self._pending, None, {}
+        if pending:
+            self.inner.add_many(pending, apply_policy=True)
 
 
 class DreamGymVectorEnv(VectorEnv):
@@ -184,7 +187,13 @@ class DreamGymVectorEnv(VectorEnv):
     async def astep(
         self, actions: Sequence[str]
     ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Coroutine form of :meth:`step`, for callers that already run an event loop."""
+        """Coroutine form of :meth:`step`, for callers that already run an event loop.
+
+        All or nothing: every sub-env's transition is asked for first, and applied only once all have
+        answered. If one fails (server down, unparsable answer under ``on_invalid_output="raise"``),
+        the others' requests are cancelled and awaited, no sub-env advances, no transition is stored,
+        and that error is raised: call ``step`` again with the same actions once the cause is fixed.
+        """
         actions = list(actions)
         if len(actions) != self.num_envs:
             raise ConfigError(f"Got {len(actions)} actions for {self.num_envs} envs.")
@@ -195,7 +204,8 @@ class DreamGymVectorEnv(VectorEnv):
             queries = [self.envs[i].retrieval_query(actions[i]) for i in stepping]
             batch = self._batch.step([q for q in queries if q is not None])
         with batch:
-            results = await asyncio.gather(*(self.envs[i].astep(actions[i]) for i in stepping))
+            pending = await _propose_all([self.envs[i] for i in stepping], [actions[i] for i in stepping])
+            results = [self.envs[i].commit(p) for i, p in zip(stepping, pending, strict=True)]
 
         obs: list[str] = [""] * self.num_envs
         rewards = np.zeros(self.num_envs, dtype=np.float64)
@@ -227,3 +237,27 @@ class DreamGymVectorEnv(VectorEnv):
         """Release the shared backend if this vector env created it."""
         if self._owns_backend:
             run_sync(self.backend.aclose())
+
+
+async def _propose_all(envs: Sequence[DreamGymEnv], actions: Sequence[str]) -> list[PendingStep]:
+    """Every sub-env's proposed step, or none.
+
+    On the first failure the rest are cancelled and awaited, the proposals that did come back are
+    discarded (their RNG restored), and that failure is raised.
+    """
+    tasks = [asyncio.ensure_future(env.apropose(action)) for env, action in zip(envs, actions, strict=True)]
+    if not tasks:
+        return []
+    done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    failed = next((t for t in tasks if t in done and not t.cancelled() and t.exception() is not None), None)
+    if failed is None:
+        return [t.result() for t in tasks]
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for env, t in zip(envs, tasks, strict=True):
+        if not t.cancelled() and t.exception() is None:
+            env.discard(t.result())
+    error = failed.exception()
+    assert error is not None
+    raise error

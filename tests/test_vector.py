@@ -1,3 +1,4 @@
+import asyncio
 import time
 
 import numpy as np
@@ -5,7 +6,7 @@ import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from dreamgym_env import DreamGymEnv, DreamGymVectorEnv, ScriptedBackend
-from dreamgym_env.errors import ConfigError
+from dreamgym_env.errors import ConfigError, ServerUnreachableError
 from tests._toy import ToyDomain
 
 ACTIONS = ["go[1]", "go[2]", "stop", "go[3]", "bad action", "stop", "go[1]", "go[2]"]
@@ -154,3 +155,72 @@ def test_batched_step_calls_the_buffer_once_per_step():
     envs.reset(seed=0)
     envs.step(["go[1]"] * 8)
     assert calls == {"retrieve_many": 1, "add_many": 1, "retrieve": 0}
+
+
+class FailOnce(ScriptedBackend):
+    """The scripted world, except that the request of ``fail_at`` (0-based, counting every request) fails
+    after a delay, while the other sub-envs' requests are still in flight or already answered."""
+
+    def __init__(self, fail_at: int):
+        super().__init__(latency_s=0.05)
+        self.fail_at, self.calls, self.finished = fail_at, 0, 0
+
+    async def acomplete(self, request):
+        call, self.calls = self.calls, self.calls + 1
+        if call == self.fail_at:
+            await asyncio.sleep(0.01)
+            raise ServerUnreachableError("the server went away mid-step")
+        answer = await super().acomplete(request)
+        self.finished += 1
+        return answer
+
+
+def _vector_trace(envs, actions, steps=3):
+    trace = []
+    for _ in range(steps):
+        obs, rewards, terms, truncs, infos = envs.step(actions)
+        trace.append((obs, rewards.tolist(), list(infos["step"]), list(infos["episode_id"])))
+    return trace
+
+
+@pytest.mark.parametrize("fail_at", [0, 2, 7])
+def test_a_failed_vector_step_advances_no_sub_env_and_stores_nothing(fail_at):
+    """One sub-env's request fails: every sub-env is as it was, no row is written, a retry is a clean step."""
+    actions = ["go[1]", "go[2]", "go[3]", "go[1]", "go[2]", "go[3]", "go[1]", "go[2]"]
+    buffer, backend = _seeded_buffer(), FailOnce(fail_at)
+    envs = DreamGymVectorEnv(ToyDomain(), num_envs=8, backend=backend, retriever=buffer, top_k=2)
+    envs.reset(seed=5)
+    rows = len(buffer)
+    with pytest.raises(ServerUnreachableError, match="went away"):
+        envs.step(actions)
+    assert all(env.history == [] for env in envs.envs)
+    assert len(buffer) == rows
+    if fail_at == 0:
+        assert backend.finished == 0  # the others were cancelled, not left running
+
+    retried = _vector_trace(envs, actions)
+    clean_buffer = _seeded_buffer()
+    clean = DreamGymVectorEnv(
+        ToyDomain(), num_envs=8, backend=ScriptedBackend(), retriever=clean_buffer, top_k=2
+    )
+    clean.reset(seed=5)
+    assert retried == _vector_trace(clean, actions)  # the RNG was restored too
+    assert _rows(buffer) == _rows(clean_buffer)  # nothing recorded twice, nothing from the failed step
+
+
+def _rows(buffer):
+    return sorted((t.episode_id, t.step, t.action, t.next_state) for t in buffer.iter_transitions())
+
+
+def test_a_failed_single_step_restores_the_env_rng():
+    env = DreamGymEnv(ToyDomain(), backend=FailOnce(1))
+    env.reset(seed=3)
+    env.step("go[1]")
+    with pytest.raises(ServerUnreachableError):
+        env.step("go[2]")
+    after_retry = [env.step("go[2]")[0], env.step("go[3]")[0]]
+    clean = DreamGymEnv(ToyDomain(), backend=ScriptedBackend())
+    clean.reset(seed=3)
+    clean.step("go[1]")
+    assert after_retry == [clean.step("go[2]")[0], clean.step("go[3]")[0]]
+    assert [r.seed for r in env.backend.requests[-2:]] == [r.seed for r in clean.backend.requests[-2:]]

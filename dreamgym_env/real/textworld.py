@@ -317,9 +317,7 @@ def play_noisy_expert(
     out: list[Transition] = []
     try:
         for episode in range(episodes):
-            state, info = env.reset(seed=seed * 1000 + episode, options={"game_file": game})
-            task = env.task
-            assert task is not None
+            _, info = env.reset(seed=seed * 1000 + episode, options={"game_file": game})
             eps = 0.0 if episode == 0 else epsilon
             policy = "expert" if eps == 0 else f"expert+random({eps})"
             for _ in range(max_steps):
@@ -330,31 +328,10 @@ def play_noisy_expert(
                 else:
                     action = str(rng.choice(admissible)) if admissible else "look"
                 _, reward, terminated, truncated, info = env.step(action)
-                out.append(
-                    Transition(
-                        domain="textworld",
-                        task_id=task.task_id,
-                        task=task.instruction,
-                        episode_id=info["episode_id"],
-                        step=int(info["step"]) - 1,
-                        state=state,
-                        action=action,
-                        next_state=env.state,
-                        reward=reward,
-                        done=terminated,
-                        success=bool(info["success"]),
-                        source="real",
-                        metadata={
-                            "task_metadata": {},
-                            "admissible_actions": list(info["admissible_actions"]),
-                            "prev_admissible_actions": admissible,
-                            "policy": policy,
-                            "game_file": game,
-                            **({"suite_split": split} if split else {}),
-                        },
-                    )
-                )
-                state = env.state
+                stored = env.last_transition  # None only for an action the env rejected
+                if stored is not None:
+                    extra = {"policy": policy, "game_file": game, **({"suite_split": split} if split else {})}
+                    out.append(stored.model_copy(update={"metadata": {**stored.metadata, **extra}}))
                 if terminated or truncated:
                     break
     finally:

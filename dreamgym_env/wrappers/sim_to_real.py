@@ -16,10 +16,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.core import RenderFrame
 
+from dreamgym_env.episode import INVALID_ACTION, EpisodeEnv
 from dreamgym_env.errors import ConfigError, DreamGymError
 from dreamgym_env.retrieval import Retriever
 from dreamgym_env.spaces import FreeText
-from dreamgym_env.types import Transition
+from dreamgym_env.types import Task, Transition
 
 __all__ = ["Phase", "SimToRealEnv", "SimToRealSchedule"]
 
@@ -68,8 +69,10 @@ class SimToRealEnv(gym.Env[str, str]):
     ``DreamGym/TextWorld-v0`` and ``DreamGym/TextWorld-Real-v0``), so the policy never knows which it
     faces; ``info["source"]`` says (``"sim"`` or ``"real"``) and ``info["phase_episode"]`` counts the
     episodes played. Real transitions are offered to ``retriever`` (the replay buffer) with
-    ``source="real"``; steps whose action failed the grammar check (the ``[Invalid action]`` feedback
-    state, which never reached the engine) are not stored.
+    ``source="real"``, in the real env's own stored form (``last_transition``: with the task's facts
+    and the admissible actions before and after the step, which ``dreamgym build-sft`` needs); steps
+    whose action failed the action check (the ``[Invalid action]`` feedback state, which never reached
+    the engine) are not stored.
 
     Args:
         sim_env: The simulated env (an instance or a registered id).
@@ -125,6 +128,7 @@ class SimToRealEnv(gym.Env[str, str]):
         self._phase: Phase = "sim"
         self._pending_seed: dict[Phase, int | None] = {"sim": None, "real": None}
         self._obs = ""
+        self._admissible: list[str] = []
         self._active = False
 
     # ------------------------------------------------------------------ caller's signal
@@ -157,7 +161,7 @@ class SimToRealEnv(gym.Env[str, str]):
         sub_seed, self._pending_seed[self._phase] = self._pending_seed[self._phase], None
         obs, info = self.current.reset(seed=sub_seed, options=options)
         self.episodes[self._phase] += 1
-        self._obs = obs
+        self._obs, self._admissible = obs, list(info.get("admissible_actions") or [])
         self._active = True
         return obs, self._info(info)
 
@@ -165,11 +169,13 @@ class SimToRealEnv(gym.Env[str, str]):
         """Forward the action to the env of the current episode; store a real transition."""
         if not self._active:
             raise DreamGymError("Call reset() before step().")
-        state = self._obs
+        state, admissible = self._obs, self._admissible
         obs, reward, terminated, truncated, info = self.current.step(action)
-        self._obs = obs
-        if self._phase == "real" and self.retriever is not None and not obs.startswith("[Invalid action]"):
-            self.retriever.add(self._transition(info, state, action, obs, float(reward), terminated))
+        self._obs, self._admissible = obs, list(info.get("admissible_actions") or [])
+        if self._phase == "real" and self.retriever is not None:
+            transition = self._transition(info, state, admissible, action, obs, float(reward), terminated)
+            if transition is not None:
+                self.retriever.add(transition)
         if terminated or truncated:
             self._active = False
         return obs, reward, terminated, truncated, self._info(info)
@@ -192,13 +198,30 @@ class SimToRealEnv(gym.Env[str, str]):
         return info
 
     def _transition(
-        self, info: dict[str, Any], state: str, action: str, next_state: str, reward: float, done: bool
-    ) -> Transition:
-        domain = getattr(self.real_env.unwrapped, "domain", None)
-        return Transition(
-            domain=getattr(domain, "name", "unknown"),
-            task_id=str(info.get("task_id", "")),
-            task=str(info.get("task", "")),
+        self,
+        info: dict[str, Any],
+        state: str,
+        admissible: list[str],
+        action: str,
+        next_state: str,
+        reward: float,
+        done: bool,
+    ) -> Transition | None:
+        """The real env's own record of the step (``last_transition``), else one built from ``info``.
+
+        ``None`` when the action was rejected before reaching the engine (``[Invalid action]``).
+        """
+        real = self.real_env.unwrapped
+        if isinstance(real, EpisodeEnv):
+            return real.last_transition
+        if info.get("last_action_error") and next_state.startswith(INVALID_ACTION):
+            return None
+        domain = getattr(getattr(real, "domain", None), "name", "unknown")
+        task = Task(
+            task_id=str(info.get("task_id", "")), domain=domain, instruction=str(info.get("task", ""))
+        )
+        return Transition.of_step(
+            task,
             episode_id=str(info.get("episode_id", "")),
             step=int(info.get("step", 1)) - 1,
             state=state,
@@ -208,5 +231,6 @@ class SimToRealEnv(gym.Env[str, str]):
             done=done,
             success=bool(info.get("success", False)),
             source="real",
-            reasoning=None,
+            prev_admissible_actions=admissible,
+            admissible_actions=list(info.get("admissible_actions") or []),
         )

@@ -1,0 +1,423 @@
+"""The episode rules every DreamGym env follows, simulated or real, written once.
+
+A policy trained on ``DreamGym/<Domain>-v0`` must run unchanged on ``DreamGym/<Domain>-Real-v0``, so
+both are an :class:`EpisodeEnv`: the same spaces, reset and step guards, action check, ``info`` keys,
+truncation, state cut, invalid-action feedback, stored-transition form and rendering. A subclass says
+only where the world comes from, in two hooks: :meth:`EpisodeEnv._begin` (the first state of an
+episode) and :meth:`EpisodeEnv._advance` or :meth:`EpisodeEnv._aadvance` (the world's answer to one
+well-formed action: the experience model's prediction, or the real engine's step).
+
+A step is split in two so that a vector env can make N of them atomic: :meth:`EpisodeEnv.apropose`
+asks the world and changes nothing in the episode (a failure restores the env's RNG), and
+:meth:`EpisodeEnv.commit` applies the answer. ``step``/``astep`` are the two in a row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from abc import abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import gymnasium as gym
+
+from dreamgym_env._runner import run_sync
+from dreamgym_env.config import EnvConfig
+from dreamgym_env.domains import Domain, get_domain
+from dreamgym_env.errors import DreamGymError, InvalidActionError
+from dreamgym_env.spaces import FreeText, escape_non_text, text_problem
+from dreamgym_env.types import Source, Step, Task, Transition
+
+__all__ = [
+    "DEFAULT_MAX_ACTION_CHARS",
+    "DEFAULT_MAX_STATE_CHARS",
+    "FEEDBACK_CHARS",
+    "INVALID_ACTION",
+    "EpisodeEnv",
+    "EpisodeStart",
+    "PendingStep",
+    "WorldStep",
+    "feedback_observation",
+    "fit_state",
+    "render_episode",
+]
+
+DEFAULT_MAX_STATE_CHARS: int = EnvConfig.model_fields["max_state_chars"].default
+"""Longest state, simulated or real, unless configured (``max_state_chars``)."""
+DEFAULT_MAX_ACTION_CHARS: int = EnvConfig.model_fields["max_action_chars"].default
+"""Longest accepted action unless configured (``max_action_chars``)."""
+FEEDBACK_CHARS = 1024
+"""Room for the invalid-action line in front of the state: observations hold up to state + this."""
+INVALID_ACTION = "[Invalid action]"
+"""How the observation of a step whose action was rejected begins."""
+_ECHO_CHARS = 120  # how much of a rejected action an error message repeats
+
+
+@dataclass
+class EpisodeStart:
+    """The first abstract state of an episode, as :meth:`EpisodeEnv._begin` returns it.
+
+    Attributes:
+        task: The task being played (its instruction is ``info["task"]``).
+        state: The first observation, in the domain's abstract format.
+        admissible_actions: Valid actions now (empty for open domains such as WebArena).
+        extra: Additional ``info`` entries (e.g. ``expert_plan``).
+    """
+
+    task: Task
+    state: str
+    admissible_actions: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class WorldStep:
+    """The world's answer to one action, as :meth:`EpisodeEnv._advance` returns it.
+
+    Attributes:
+        state: Next abstract state (ignored when ``changed`` is False: the state stays).
+        reward: The step's reward (binary outcome in the simulator; the engine's, passed through).
+        done: The episode ended.
+        success: The episode ended with the goal achieved.
+        admissible_actions: Valid actions in the next state.
+        last_action_error: Why the action failed, when the world says so (BrowserGym does).
+        extra: Additional ``info`` entries.
+        reasoning: The experience model's reasoning ("" for real engines).
+        changed: False when the world did not move (rejected action, unparsable model answer): the
+            state, history and admissible actions stay, and no transition is stored.
+    """
+
+    state: str
+    reward: float = 0.0
+    done: bool = False
+    success: bool = False
+    admissible_actions: list[str] = field(default_factory=list)
+    last_action_error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    reasoning: str = ""
+    changed: bool = True
+
+
+@dataclass(frozen=True)
+class PendingStep:
+    """A step asked of the world but not applied yet (see :meth:`EpisodeEnv.apropose`)."""
+
+    action: str
+    outcome: WorldStep
+    episode_id: str
+    step: int
+    rng_state: Mapping[str, Any] | None = None
+
+
+def fit_state(state: str, max_chars: int) -> str:
+    """``state`` within ``max_chars``, cut at the end: a listing's head (page, room, task) is kept."""
+    return state[:max_chars]
+
+
+def feedback_observation(error: str, state: str) -> str:
+    """The observation of a rejected action: ``[Invalid action] <why>``, a blank line, then the state.
+
+    The reason is cut to fit :data:`FEEDBACK_CHARS`, so the state is never cut and the observation
+    always starts with :data:`INVALID_ACTION`.
+    """
+    room = FEEDBACK_CHARS - len(INVALID_ACTION) - 3
+    why = error if len(error) <= room else error[: room - 1] + "…"
+    return f"{INVALID_ACTION} {why}\n\n{state}"
+
+
+def render_episode(render_mode: str | None, task: Task | None, step: int, observation: str) -> str | None:
+    """The text every env renders: ``ansi`` returns it, ``human`` prints it."""
+    if render_mode is None:
+        return None
+    text = f"Task: {task.instruction if task else '(not reset)'}\nStep {step}\n{observation}"
+    if render_mode == "human":
+        print(text)
+        return None
+    return text
+
+
+def _echo(action: str) -> str:
+    shown = escape_non_text(action)
+    return shown if len(shown) <= _ECHO_CHARS else shown[:_ECHO_CHARS] + "…"
+
+
+class EpisodeEnv(gym.Env[str, str]):
+    """One text episode: the contract shared by the simulated env and every real wrapper.
+
+    Subclasses set :attr:`source`, implement :meth:`_begin` and one of :meth:`_advance` (a synchronous
+    world, stepped in the caller's thread: real engines, Playwright) or :meth:`_aadvance` (an
+    asynchronous one: the experience model), and may override :meth:`_store` (where a transition
+    goes) and :meth:`_episode_ended` (who learns the outcome).
+
+    Args:
+        domain: The domain whose formats and action grammar the env speaks (name or :class:`Domain`).
+        max_steps: Truncation limit; default the domain's (ALFWorld 50, WebShop 15, WebArena 30...).
+        max_state_chars: Longest state; a longer one is cut at the end (:func:`fit_state`).
+        max_action_chars: Longest accepted action.
+        render_mode: ``"ansi"`` or ``"human"``.
+    """
+
+    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+    observation_space: FreeText
+    action_space: FreeText
+    source: ClassVar[Source]
+
+    def __init__(
+        self,
+        domain: str | Domain,
+        *,
+        max_steps: int | None = None,
+        max_state_chars: int = DEFAULT_MAX_STATE_CHARS,
+        max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
+        render_mode: str | None = None,
+    ) -> None:
+        self.domain = get_domain(domain)
+        self.max_steps = max_steps or self.domain.max_steps
+        if self.max_steps < 1:
+            raise DreamGymError(f"max_steps must be at least 1, got {self.max_steps}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise DreamGymError(
+                f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}"
+            )
+        self.render_mode = render_mode
+        self.max_state_chars = max_state_chars
+        self.max_action_chars = max_action_chars
+        self.observation_space = FreeText(max_length=max_state_chars + FEEDBACK_CHARS)
+        self.action_space = FreeText(max_length=max_action_chars)
+        self.last_transition: Transition | None = None
+        self._task: Task | None = None
+        self._episode_id = ""
+        self._state = ""
+        self._obs = ""
+        self._admissible: list[str] = []
+        self._history: list[Step] = []
+        self._step = 0
+        self._ended = True
+
+    # ------------------------------------------------------------------ hooks
+    @abstractmethod
+    def _begin(self, options: dict[str, Any]) -> EpisodeStart:
+        """Start an episode; draw every choice (task, game, initial state) from ``self.np_random``."""
+
+    def _advance(self, action: str) -> WorldStep:
+        """The world's answer to one well-formed action (a synchronous world overrides this)."""
+        return run_sync(self._aadvance(action))
+
+    async def _aadvance(self, action: str) -> WorldStep:
+        """The world's answer to one well-formed action (an asynchronous world overrides this)."""
+        return self._advance(action)
+
+    def _store(self, transition: Transition) -> None:  # noqa: B027 - optional hook
+        """Where a committed transition goes (the simulator's replay buffer); default nowhere."""
+
+    def _episode_ended(self, reward: float, success: bool) -> None:  # noqa: B027 - optional hook
+        """Called once when an episode terminates or truncates (the curriculum's outcome)."""
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Start an episode (``options`` are the subclass's: a task, a game file, a session...)."""
+        super().reset(seed=seed)
+        start = self._begin(dict(options or {}))
+        self._task = start.task
+        self._episode_id = str(uuid.UUID(bytes=self.np_random.bytes(16), version=4))
+        self._state = self._obs = fit_state(start.state, self.max_state_chars)
+        self._admissible = list(start.admissible_actions)
+        self._history = []
+        self._step = 0
+        self._ended = False
+        self.last_transition = None
+        return self._obs, self._info(success=False, reasoning="", last_action_error=None, **start.extra)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Play one action; a failure of the world (server down) leaves the episode as it was."""
+        rejected = self._rejection(action)
+        if rejected is not None:
+            return self.commit(rejected)
+        rng_state = self.np_random.bit_generator.state
+        try:
+            outcome = self._advance(action)
+        except BaseException:
+            self.np_random.bit_generator.state = rng_state
+            raise
+        return self.commit(self._pending(action, outcome, rng_state))
+
+    async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Coroutine form of :meth:`step`; a vector env awaits many of these at once."""
+        return self.commit(await self.apropose(action))
+
+    async def apropose(self, action: str) -> PendingStep:
+        """Ask the world for ``action``'s outcome without changing the episode; :meth:`commit` applies it.
+
+        Raises what the world raises (an unreachable server...), with the env's RNG restored, so the
+        same step may be asked again. A rejected action is answered here, without asking the world.
+        """
+        rejected = self._rejection(action)
+        if rejected is not None:
+            return rejected
+        rng_state = self.np_random.bit_generator.state
+        try:
+            outcome = await self._aadvance(action)
+        except BaseException:
+            self.np_random.bit_generator.state = rng_state
+            raise
+        return self._pending(action, outcome, rng_state)
+
+    def discard(self, pending: PendingStep) -> None:
+        """Give up a proposed step: the env's RNG goes back to where it was before :meth:`apropose`."""
+        if pending.rng_state is not None and self._is_current(pending):
+            self.np_random.bit_generator.state = pending.rng_state
+
+    def commit(self, pending: PendingStep) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Apply a proposed step: count it, move the state, store the transition, end the episode if due."""
+        if not self._is_current(pending):
+            raise DreamGymError(
+                "This proposed step belongs to another state of the episode (it was committed or the env "
+                "was reset since); propose it again."
+            )
+        outcome, action = pending.outcome, pending.action
+        self._step += 1
+        reward = float(outcome.reward)
+        if outcome.changed:
+            assert self._task is not None
+            next_state = fit_state(outcome.state, self.max_state_chars)
+            self.last_transition = self._transition(action, outcome, next_state, reward)
+            self._history.append(Step(state=self._state, action=action))
+            self._state = self._obs = next_state
+            self._admissible = list(outcome.admissible_actions)
+            self._store(self.last_transition)
+        else:
+            self.last_transition = None
+            error = outcome.last_action_error
+            self._obs = feedback_observation(error, self._state) if error else self._state
+        terminated = bool(outcome.done)
+        truncated = not terminated and self._step >= self.max_steps
+        if terminated or truncated:
+            self._ended = True
+            self._episode_ended(reward, outcome.success)
+        info = self._info(
+            success=outcome.success,
+            reasoning=outcome.reasoning,
+            last_action_error=outcome.last_action_error,
+            **outcome.extra,
+        )
+        if self.render_mode == "human":
+            self.render()
+        return self._obs, reward, terminated, truncated, info
+
+    def render(self) -> str | None:
+        """``ansi``: return the task and current observation; ``human``: print them."""
+        return render_episode(self.render_mode, self._task, self._step, self._obs)
+
+    # ------------------------------------------------------------------ the episode, read-only
+    @property
+    def task(self) -> Task | None:
+        """The current episode's task."""
+        return self._task
+
+    @property
+    def state(self) -> str:
+        """The current abstract state (without any invalid-action feedback line)."""
+        return self._state
+
+    @property
+    def history(self) -> list[Step]:
+        """The (state, action) pairs of the current episode so far (steps that moved the world)."""
+        return list(self._history)
+
+    def action_error(self, action: str) -> str | None:
+        """Why ``action`` would be rejected now without reaching the world, or ``None``.
+
+        Empty, longer than ``max_action_chars``, not text (control characters, lone surrogates), or
+        outside the domain's grammar and not among the admissible actions: an action the world lists
+        is playable even where the grammar is narrower (ALFWorld's ``help``), in the simulator as in
+        the real env.
+        """
+        if not action.strip():
+            return f"The action is empty. {self.domain.action_help}"
+        if len(action) > self.max_action_chars:
+            return (
+                f"The action has {len(action)} characters; at most {self.max_action_chars} are accepted "
+                "(max_action_chars)."
+            )
+        problem = text_problem(action)
+        if problem is not None:
+            return f"The action '{_echo(action)}' is not text: {problem}. {self.domain.action_help}"
+        if action in self._admissible:
+            return None
+        error = self.domain.validate_action(action, self._admissible)
+        if error is not None and len(action) > _ECHO_CHARS:
+            error = error.replace(action, _echo(action))
+        return error
+
+    # ------------------------------------------------------------------ helpers
+    def _rejection(self, action: str) -> PendingStep | None:
+        """The guards every step passes; a malformed action's feedback step, or ``None`` to ask the world."""
+        if self._task is None:
+            raise DreamGymError("Call reset() before step().")
+        if self._ended:
+            raise DreamGymError(
+                "The episode has ended (terminated or truncated); call reset() to start another."
+            )
+        if not isinstance(action, str):
+            raise InvalidActionError(
+                f"Actions are strings in the {self.domain.name} grammar, "
+                f"got {type(action).__name__}: {action!r}. {self.domain.action_help}"
+            )
+        error = self.action_error(action)
+        if error is None:
+            return None
+        return self._pending(action, WorldStep(self._state, last_action_error=error, changed=False), None)
+
+    def _pending(self, action: str, outcome: WorldStep, rng_state: Mapping[str, Any] | None) -> PendingStep:
+        return PendingStep(action, outcome, self._episode_id, self._step, rng_state)
+
+    def _is_current(self, pending: PendingStep) -> bool:
+        return not self._ended and pending.episode_id == self._episode_id and pending.step == self._step
+
+    def _transition(self, action: str, outcome: WorldStep, next_state: str, reward: float) -> Transition:
+        assert self._task is not None
+        return Transition.of_step(
+            self._task,
+            domain=self.domain.name,
+            episode_id=self._episode_id,
+            step=self._step - 1,
+            state=self._state,
+            action=action,
+            next_state=next_state,
+            reward=reward,
+            done=bool(outcome.done),
+            success=bool(outcome.success),
+            source=self.source,
+            reasoning=outcome.reasoning if self.source == "sim" else None,
+            prev_admissible_actions=self._admissible,
+            admissible_actions=outcome.admissible_actions,
+            task_metadata=self._hidden_facts(self._task),
+        )
+
+    def _hidden_facts(self, task: Task) -> dict[str, Any]:
+        """The task metadata the experience model is shown (the domain's task facts), for SFT requests."""
+        keys = {key.split(".")[0] for key in self.domain.task_fact_keys}
+        return {k: v for k, v in task.metadata.items() if k in keys}
+
+    def _info(
+        self, *, success: bool, reasoning: str, last_action_error: str | None, **extra: Any
+    ) -> dict[str, Any]:
+        assert self._task is not None
+        info: dict[str, Any] = {
+            "task": self._task.instruction,
+            "task_id": self._task.task_id,
+            "episode_id": self._episode_id,
+            "step": self._step,
+            "admissible_actions": list(self._admissible),
+            "success": bool(success),
+            "is_success": bool(success),
+            "reasoning": reasoning,
+            "simulated": self.source == "sim",
+            "source": self.source,
+            "last_action_error": last_action_error,
+        }
+        info.update(extra)
+        return info
