@@ -59,7 +59,7 @@ def test_ivf_snapshot_with_other_codes_is_not_loaded(tmp_path):
 def test_sharded_index_switches_to_approximate_past_threshold_and_filters_domain():
     ids, vectors = _data(3000, seed=2)
     config = IndexConfig(kind="auto", threshold=1000)
-    index = ShardedIndex(32, config, load_shard=lambda d: (ids[:2000], vectors[:2000]))
+    index = ShardedIndex(32, config, load_shard=lambda d, m: (ids[:2000], vectors[:2000]))
     index.add("a", ids[:500], vectors[:500])
     assert index.shards["a"].kind == "exact"
     index.add("a", ids[500:2000], vectors[500:2000])
@@ -72,12 +72,14 @@ def test_sharded_index_switches_to_approximate_past_threshold_and_filters_domain
 
 def test_hnsw_tombstones(tmp_path):
     ids, vectors = _data(2000, seed=3)
-    index = ShardedIndex(32, IndexConfig(kind="hnsw", min_train=100), load_shard=lambda d: (ids, vectors))
+    index = ShardedIndex(32, IndexConfig(kind="hnsw", min_train=100), load_shard=lambda d, m: (ids, vectors))
     index.add("a", ids, vectors)
     assert index.shards["a"].kind == "hnsw"
     index.remove("a", np.array([7]))
     assert 7 not in index.search(vectors[6], 5, domain="a")[0]
-    index.save(tmp_path, watermark=2000, eviction_seq=1)
-    again = ShardedIndex(32, IndexConfig(kind="hnsw", min_train=100), load_shard=lambda d: (ids, vectors))
-    assert again.load(tmp_path) == {"a": (2000, 1)}
+    index.save(tmp_path, watermark=2000, eviction_seq=1, token="ab12")
+    again = ShardedIndex(32, IndexConfig(kind="hnsw", min_train=100), load_shard=lambda d, m: (ids, vectors))
+    assert again.load(tmp_path, "ffff", 2000, 1) == {}  # another save's token: not this database's
+    assert again.load(tmp_path, "ab12", 1999, 1) == {}  # past the database's highest id
+    assert again.load(tmp_path, "ab12", 2000, 1) == {"a": (2000, 1)}
     assert again.search(vectors[99], 1, domain="a")[0][0] == 100

@@ -5,16 +5,29 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from dreamgym_env.buffer.config import BufferConfig, EmbedderConfig
 from dreamgym_env.buffer.loaders import FORMATS, import_files
 from dreamgym_env.buffer.replay_buffer import ReplayBuffer
+from dreamgym_env.errors import StoreError
+from dreamgym_env.storage.urls import is_postgres_url
 
 __all__ = ["add_buffer_commands"]
 
 
-def _open(args: argparse.Namespace) -> ReplayBuffer:
+def _open(args: argparse.Namespace, *, create: bool = False) -> ReplayBuffer:
+    """Open the buffer at ``args.path``; only a command that writes (``create=True``) may make one."""
+    if not create and not is_postgres_url(args.path) and args.path != ":memory:":
+        path = Path(args.path)
+        if not path.exists():
+            raise StoreError(
+                f"{args.path} does not exist: `buffer {args.buffer_command}` reads an existing buffer "
+                f"and never creates one (`dreamgym buffer import {args.path} FILES...` makes one)"
+            )
+        if not path.is_file():
+            raise StoreError(f"{args.path} is not a file: give the path of a replay buffer's SQLite file")
     embedder: dict[str, Any] = {"kind": args.embedder}
     if args.embedding_model:
         embedder["model"] = args.embedding_model
@@ -22,12 +35,14 @@ def _open(args: argparse.Namespace) -> ReplayBuffer:
         embedder["base_url"] = args.embedding_base_url
     if args.dim:
         embedder["dim"] = args.dim
-    config = BufferConfig(path=args.path, embedder=EmbedderConfig(**embedder), dedup=args.dedup)
+    config = BufferConfig(
+        path=args.path, create=create, embedder=EmbedderConfig(**embedder), dedup=args.dedup
+    )
     return ReplayBuffer(config)
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    with _open(args) as buffer:
+    with _open(args, create=True) as buffer:
         report = import_files(
             buffer, args.files, args.format, domain=args.domain, strict=args.strict, progress=not args.quiet
         )
@@ -84,7 +99,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def add_buffer_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``buffer`` command and its ``import``, ``stats``, ``search`` and ``export`` subcommands."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("path", help="buffer file (SQLite; created if missing)")
+    common.add_argument(
+        "path", help="buffer file (SQLite; `import` creates it if missing, the other commands need it)"
+    )
     common.add_argument(
         "--embedder",
         choices=["hashing", "sentence-transformers", "openai"],
@@ -108,7 +125,9 @@ def add_buffer_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     p.add_argument("--format", default="auto", choices=["auto", *sorted(FORMATS)], help="input format")
     p.add_argument("--domain", help="domain to assign (overrides the loader's)")
     p.add_argument(
-        "--strict", action="store_true", help="fail on the first malformed record, writing nothing"
+        "--strict",
+        action="store_true",
+        help="fail on the first malformed record (an import is one transaction: a failure writes nothing)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_import)

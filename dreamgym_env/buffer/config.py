@@ -73,9 +73,16 @@ class IndexConfig(BaseModel):
         ef_search: HNSW query-time beam width.
         retrain_growth: Retrain an IVF index once its domain has grown this many times past the size it
             was trained on, so its cells keep fitting the data.
+        background_retrain: Retrain on a background thread (default). The old index keeps serving
+            searches and taking adds and removals meanwhile, and the new one, brought up to date, takes
+            its place at the next index call; training a million vectors takes about a minute, which
+            inline would stall that one step. ``False`` retrains inline, in the call that outgrew it.
         min_train: Fewest vectors an approximate index is trained on.
         persist: Save approximate indexes next to a file-backed buffer on close and restore them on
-            reopen (only rows added since are re-embedded from the stored vectors).
+            reopen (only rows added since are indexed, from their stored vectors). A snapshot is loaded
+            only into the database that saved it, as it was at the save or later: each save records a
+            random token in the database and in the snapshot's name, so a snapshot left by a deleted,
+            replaced or restored file is rebuilt from the store instead.
         threads: faiss OpenMP threads for building and training (``None``: faiss's default, all cores).
         query_threads: BLAS/OpenMP threads for one query. 1 by default: a single query is too small to
             gain from a thread pool, and waking one costs 10-50x the query itself on a busy machine
@@ -94,6 +101,7 @@ class IndexConfig(BaseModel):
     ef_construction: int = Field(default=80, ge=8)
     ef_search: int = Field(default=64, ge=1)
     retrain_growth: float = Field(default=4.0, gt=1.0)
+    background_retrain: bool = True
     min_train: int = Field(default=1_000, ge=1)
     persist: bool = True
     threads: int | None = Field(default=None, ge=1)
@@ -107,6 +115,8 @@ class BufferConfig(BaseModel):
         path: SQLite file (created if missing), ``":memory:"`` for a throwaway buffer, or a PostgreSQL
             URL (``postgresql://user:password@host:5432/dbname``, needs the ``postgres`` extra) for one
             buffer shared by every process of a cluster.
+        create: Create a missing SQLite file (default). ``False`` makes a missing file an error, for
+            tools that only read a buffer and must not leave an empty one behind.
         embedder: The embedder; changing it on an existing file re-embeds every row on open.
         index: The vector index.
         store_policy: Which transitions ``add`` keeps (see :data:`StorePolicy`). Imports through
@@ -125,6 +135,7 @@ class BufferConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     path: str = ":memory:"
+    create: bool = True
     embedder: EmbedderConfig = Field(default_factory=EmbedderConfig)
     index: IndexConfig = Field(default_factory=IndexConfig)
     store_policy: StorePolicy = "all"

@@ -7,19 +7,25 @@ IVF (trained on the shard, retrained as the shard outgrows its cells; vectors he
 8-bit codes) or HNSW. faiss is imported
 only when an approximate shard is built.
 
-Approximate shards can be written to files whose names carry the highest row id and eviction sequence
-they cover (the watermark); a reopened buffer loads them and adds only what was committed since.
+Approximate shards can be written to files whose names carry the save's token (also recorded in the
+database) and the highest row id and eviction sequence they cover (the watermark); a reopened buffer
+loads those of its database's last save and adds only what was committed since. IVF shards that outgrow
+their cells are retrained on a background thread while the old cells keep serving.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import math
 import os
 import re
-import tempfile
-from collections.abc import Callable, Iterator
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -78,6 +84,8 @@ class VectorIndex(Protocol):
     """A set of (id, unit vector) pairs searchable by inner product."""
 
     kind: str
+    trained_size: int
+    """How many vectors the index was built or trained on (0 for exact search)."""
 
     def __len__(self) -> int:
         """Number of live vectors."""
@@ -103,6 +111,7 @@ class ExactIndex:
 
     def __init__(self, dim: int, threads: int = 1) -> None:
         self.dim = dim
+        self.trained_size = 0
         self.threads = threads
         self._vectors = np.zeros((64, dim), dtype=np.float32)
         self._ids = np.zeros(64, dtype=np.int64)
@@ -331,19 +340,56 @@ class HNSWIndex:
         return self
 
 
-_SNAPSHOT = re.compile(r"^(?P<domain>[0-9a-f]*)\.(?P<kind>ivf|hnsw)\.w(?P<wm>\d+)\.e(?P<ev>\d+)\.faiss$")
+_SNAPSHOT = re.compile(
+    r"^(?P<domain>[0-9a-f]*)\.(?P<kind>ivf|hnsw)\.s(?P<token>[0-9a-f]+)\.w(?P<wm>\d+)\.e(?P<ev>\d+)\.faiss$"
+)
+_LEGACY_SNAPSHOT = re.compile(r"^[0-9a-f]*\.(ivf|hnsw)\.w\d+\.e\d+\.faiss$")  # named no database: unusable
+_TEMP = re.compile(r"^\.(?P<domain>[0-9a-f]*)\.(?P<pid>\d+)\.[0-9a-f]+\.tmp$")
+_LEGACY_TEMP = re.compile(r"^tmp\w+\.tmp$")
+_LEGACY_TEMP_AGE_S = 600.0  # older temporaries name no writer: past this age no save can still be writing
 
-LoadShard = Callable[[str], tuple[np.ndarray, np.ndarray]]
-"""Returns (ids, vectors) of every stored row of a domain: how a shard is rebuilt or retrained."""
+LoadShard = Callable[[str, int], tuple[np.ndarray, np.ndarray]]
+"""Returns (ids, vectors) of a domain's stored rows with ``id <= max_id``: how a shard is rebuilt or
+retrained over exactly the rows it holds."""
+
+logger = logging.getLogger(__name__)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # somebody else's live process
+        return True
+    return True
+
+
+@dataclass
+class _Retrain:
+    """A shard being retrained on another thread, and what happened to the old one meanwhile."""
+
+    shard: VectorIndex
+    max_id: int
+    done: threading.Event = field(default_factory=threading.Event)
+    journal: list[tuple[np.ndarray, np.ndarray | None]] = field(default_factory=list)
+    result: VectorIndex | None = None
+    error: BaseException | None = None
 
 
 class ShardedIndex:
     """One index per domain, switching from exact to approximate search as a domain grows.
 
+    An IVF shard that has outgrown its cells is retrained on a background thread
+    (``config.background_retrain``): the old shard keeps serving and taking adds and removals, which are
+    also journaled; the next call after the training ends replays the journal into the new shard and
+    swaps it in. Calls are not thread-safe among themselves (the buffer serialises them); only the
+    training runs beside them.
+
     Args:
         dim: Vector dimension.
         config: Index settings.
-        load_shard: Reads a domain's (ids, vectors) back from the store, for retraining.
+        load_shard: Reads a domain's (ids, vectors) up to an id back from the store, for retraining.
     """
 
     def __init__(self, dim: int, config: IndexConfig, load_shard: LoadShard) -> None:
@@ -351,6 +397,8 @@ class ShardedIndex:
         self.config = config
         self._load_shard = load_shard
         self.shards: dict[str, VectorIndex] = {}
+        self._max_id: dict[str, int] = {}
+        self._retrains: dict[str, _Retrain] = {}
         if config.threads is not None and config.kind != "exact":
             import_faiss().omp_set_num_threads(config.threads)
 
@@ -367,22 +415,34 @@ class ShardedIndex:
 
     def add(self, domain: str, ids: np.ndarray, vectors: np.ndarray) -> None:
         """Add vectors to a domain's shard, upgrading or retraining the shard when it has outgrown itself."""
+        if len(ids) == 0:
+            return
+        self.install_retrained()
         shard = self.shards.get(domain)
         if shard is None:
             shard = self.shards[domain] = ExactIndex(self.dim, self.config.query_threads)
         shard.add(ids, vectors)
+        self._max_id[domain] = max(self._max_id.get(domain, 0), int(ids.max()))
+        job = self._retrains.get(domain)
+        if job is not None:
+            job.journal.append((ids.copy(), np.array(vectors, dtype=np.float32)))
         n = len(shard)
         wanted = self._wanted_kind(n)
         if wanted != shard.kind:
+            self._retrains.pop(domain, None)  # a retrain of the shard being replaced is moot
             self.shards[domain] = self._build(wanted, *self._contents(domain, shard))
-        elif isinstance(shard, IVFIndex) and n > shard.trained_size * self.config.retrain_growth:
-            self.shards[domain] = self._build("ivf", *self._load_shard(domain))
+        elif (
+            isinstance(shard, IVFIndex)
+            and job is None
+            and n > shard.trained_size * self.config.retrain_growth
+        ):
+            self._retrain(domain, shard)
 
     def _contents(self, domain: str, shard: VectorIndex) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(shard, ExactIndex):
             ids, vectors = shard.contents()
             return ids.copy(), vectors.copy()
-        return self._load_shard(domain)
+        return self._load_shard(domain, self._max_id[domain])
 
     def _build(self, kind: str, ids: np.ndarray, vectors: np.ndarray) -> VectorIndex:
         index: VectorIndex
@@ -396,14 +456,90 @@ class ShardedIndex:
         index.add(ids, vectors)
         return index
 
+    # -- retraining -------------------------------------------------------------------------------
+
+    def _retrain(self, domain: str, shard: IVFIndex) -> None:
+        """Train new cells over the rows the shard holds now (``id <= max id``), here or on a thread."""
+        max_id = self._max_id[domain]
+        if not self.config.background_retrain:
+            self.shards[domain] = self._build("ivf", *self._load_shard(domain, max_id))
+            return
+        job = self._retrains[domain] = _Retrain(shard, max_id)
+
+        def train() -> None:
+            try:
+                if self.config.threads is not None:  # OpenMP settings are per thread
+                    import_faiss().omp_set_num_threads(self.config.threads)
+                job.result = self._build("ivf", *self._load_shard(domain, max_id))
+            except BaseException as e:  # reported by install_retrained, on the owner's thread
+                job.error = e
+            finally:
+                job.done.set()
+
+        logger.info("Retraining the IVF index of %r (%d vectors) in the background", domain, len(shard))
+        threading.Thread(target=train, name=f"dreamgym-ivf-retrain-{domain}", daemon=True).start()
+
+    def retraining(self) -> list[str]:
+        """Domains whose shard is being retrained now."""
+        return sorted(self._retrains)
+
+    def install_retrained(self) -> None:
+        """Swap in every shard whose retrain has finished, after replaying what its old one took since."""
+        for domain, job in list(self._retrains.items()):
+            if not job.done.is_set():
+                continue
+            del self._retrains[domain]
+            if self.shards.get(domain) is not job.shard:
+                continue
+            if job.result is None:
+                # Keep the old cells; try again only once the shard has grown as much once more.
+                job.shard.trained_size = max(job.shard.trained_size, len(job.shard))
+                logger.warning(
+                    "Retraining the IVF index of %r failed (%r); keeping its old cells", domain, job.error
+                )
+                continue
+            new = job.result
+            for ids, vectors in job.journal:
+                if vectors is None:
+                    new.remove(ids)
+                else:
+                    new.add(ids, vectors)
+            self.shards[domain] = new
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait until every retrain running now has finished training; ``True`` if all did in time.
+
+        Only waits: the new shards are swapped in by the next call (or :meth:`install_retrained`).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for job in list(self._retrains.values()):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not job.done.wait(left):
+                return False
+        return True
+
+    def wait_for_retrain(self, timeout: float | None = None) -> bool:
+        """:meth:`join` then :meth:`install_retrained`: afterwards no retrain is pending (if in time)."""
+        finished = self.join(timeout)
+        self.install_retrained()
+        return finished
+
+    # -- updates and queries ----------------------------------------------------------------------
+
     def remove(self, domain: str, ids: np.ndarray) -> None:
         """Remove ids from a domain's shard."""
+        self.install_retrained()
         shard = self.shards.get(domain)
         if shard is not None:
             shard.remove(ids)
+            job = self._retrains.get(domain)
+            if job is not None:
+                job.journal.append((np.array(ids, dtype=np.int64), None))
 
     def search(self, query: np.ndarray, k: int, domain: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (ids, scores) in one domain, or merged across all domains."""
+        if self._retrains:
+            self.install_retrained()
         if domain is not None:
             shard = self.shards.get(domain)
             if shard is None:
@@ -424,29 +560,71 @@ class ShardedIndex:
         """Where the approximate shards of the buffer at ``db_path`` are saved."""
         return Path(f"{db_path}.index")
 
-    def save(self, directory: Path, watermark: int, eviction_seq: int) -> None:
-        """Write every approximate shard atomically; exact shards are rebuilt from the store instead."""
-        directory.mkdir(parents=True, exist_ok=True)
+    def save(self, directory: Path, watermark: int, eviction_seq: int, token: str) -> list[Path]:
+        """Write every approximate shard atomically under ``token``; returns the files written.
+
+        Each shard goes to a temporary file named after this process, renamed into place once whole,
+        so a reader never sees half a snapshot and a killed save leaves a file :meth:`load` removes.
+        Exact shards are rebuilt from the store instead. Older snapshots stay until :meth:`prune`.
+        """
+        self.install_retrained()
+        written: list[Path] = []
         for domain, shard in self.shards.items():
             if not isinstance(shard, IVFIndex | HNSWIndex):
                 continue
+            directory.mkdir(parents=True, exist_ok=True)
             stem = domain.encode().hex()
-            name = f"{stem}.{shard.kind}.w{watermark}.e{eviction_seq}.faiss"
-            fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-            os.close(fd)
+            target = directory / f"{stem}.{shard.kind}.s{token}.w{watermark}.e{eviction_seq}.faiss"
+            tmp = directory / f".{stem}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
             try:
-                shard.save(tmp)
-                os.replace(tmp, directory / name)
+                shard.save(str(tmp))
+                os.replace(tmp, target)
             finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-            for old in directory.iterdir():
-                match = _SNAPSHOT.match(old.name)
-                if match and match["domain"] == stem and old.name != name:
-                    old.unlink(missing_ok=True)
+                tmp.unlink(missing_ok=True)
+            written.append(target)
+        return written
 
-    def load(self, directory: Path) -> dict[str, tuple[int, int]]:
-        """Load the newest snapshot of each domain whose kind is still wanted.
+    @staticmethod
+    def prune(directory: Path, keep: Sequence[Path]) -> None:
+        """Delete every snapshot in ``directory`` but ``keep`` (those of earlier saves and other files)."""
+        if not directory.is_dir():
+            return
+        names = {p.name for p in keep}
+        for path in directory.iterdir():
+            if path.name not in names and (_SNAPSHOT.match(path.name) or _LEGACY_SNAPSHOT.match(path.name)):
+                path.unlink(missing_ok=True)
+
+    @staticmethod
+    def remove_stale_temporaries(directory: Path) -> list[str]:
+        """Delete the temporary files of saves that were killed (their process is gone); returns names."""
+        removed: list[str] = []
+        if not directory.is_dir():
+            return removed
+        now = time.time()
+        for path in directory.iterdir():
+            match = _TEMP.match(path.name)
+            stale = (match is not None and not _pid_alive(int(match["pid"]))) or (
+                _LEGACY_TEMP.match(path.name) is not None and now - path.stat().st_mtime > _LEGACY_TEMP_AGE_S
+            )
+            if stale:
+                path.unlink(missing_ok=True)
+                removed.append(path.name)
+        if removed:
+            logger.info(
+                "Removed %d temporary files of interrupted index saves in %s", len(removed), directory
+            )
+        return removed
+
+    def load(
+        self, directory: Path, token: str | None, max_id: int, max_eviction_seq: int
+    ) -> dict[str, tuple[int, int]]:
+        """Load the snapshot of each domain that the database's last save wrote, if its kind is wanted.
+
+        A snapshot is only taken for the database it came from as it was then or later: its name must
+        carry ``token`` (what the database recorded at its last save) and its watermark and eviction
+        sequence must not be past the database's own (``max_id``, ``max_eviction_seq``). Anything else
+        (a snapshot of a deleted or replaced file, of a restored older copy) is left for :meth:`prune`
+        and the shard is rebuilt from the store.
 
         Returns:
             domain -> (watermark, eviction sequence) of each loaded shard.
@@ -454,15 +632,29 @@ class ShardedIndex:
         loaded: dict[str, tuple[int, int]] = {}
         if not directory.is_dir():
             return loaded
+        self.remove_stale_temporaries(directory)
         best: dict[str, tuple[int, int, str, Path]] = {}
+        rejected: list[str] = []
         for path in directory.iterdir():
             match = _SNAPSHOT.match(path.name)
             if not match:
+                if _LEGACY_SNAPSHOT.match(path.name):
+                    rejected.append(path.name)
+                continue
+            wm, ev = int(match["wm"]), int(match["ev"])
+            if token is None or match["token"] != token or wm > max_id or ev > max_eviction_seq:
+                rejected.append(path.name)
                 continue
             domain = bytes.fromhex(match["domain"]).decode()
-            key = (int(match["wm"]), int(match["ev"]), match["kind"], path)
+            key = (wm, ev, match["kind"], path)
             if domain not in best or key[:2] > best[domain][:2]:
                 best[domain] = key
+        if rejected:
+            logger.info(
+                "Index snapshots in %s not of this database as it is now (rebuilt from the store instead): %s",
+                directory,
+                ", ".join(sorted(rejected)),
+            )
         for domain, (wm, ev, kind, path) in best.items():
             if self.config.kind not in ("auto", kind) or (
                 self.config.kind == "auto" and self.config.approximate != kind
@@ -474,5 +666,6 @@ class ShardedIndex:
             except (RuntimeError, ValueError):
                 continue  # unreadable or stale snapshot: the shard is rebuilt from the store
             self.shards[domain] = shard
+            self._max_id[domain] = wm
             loaded[domain] = (wm, ev)
         return loaded

@@ -10,10 +10,12 @@ other processes' writes before each search.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
+import secrets
 import threading
 from collections import OrderedDict, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -22,8 +24,9 @@ import numpy as np
 from dreamgym_env.buffer.config import BufferConfig
 from dreamgym_env.buffer.embedders import Embedder, build_embedder, embed_pairs
 from dreamgym_env.buffer.index import ShardedIndex
-from dreamgym_env.buffer.store import Store, open_store
-from dreamgym_env.errors import ConfigError, StoreError
+from dreamgym_env.buffer.store import Store, StoredRow, open_store
+from dreamgym_env.buffer.validation import transition_problem
+from dreamgym_env.errors import ConfigError, DataFormatError, StoreError
 from dreamgym_env.retrieval import RetrievalQuery
 from dreamgym_env.storage.urls import is_postgres_url
 from dreamgym_env.types import Transition
@@ -31,6 +34,9 @@ from dreamgym_env.types import Transition
 __all__ = ["AddResult", "ReplayBuffer", "ScoredTransition", "dedup_key"]
 
 logger = logging.getLogger(__name__)
+
+_SNAPSHOT_TOKEN = "index_snapshot"
+"""Meta key: the token of the last index save, which its snapshot files' names carry."""
 
 _KEY_CACHE_SIZE = 4096
 """Recent query keys remembered for the write that follows: an env retrieves for (state, action), then
@@ -96,6 +102,11 @@ class ReplayBuffer:
         self._lock = threading.RLock()
         self._key_cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._seen_version: int | None = None  # the store's data_version when the index last caught up
+        if not self.config.create and self._local_file() and not Path(self.config.path).exists():
+            raise StoreError(
+                f"replay buffer {self.config.path} does not exist (opened with create=False, which reads "
+                "an existing buffer and never makes an empty one); check the path"
+            )
         self.store: Store = open_store(self.config.path, self.config.busy_timeout_s, self.config.synchronous)
         self._closed = False
         try:
@@ -128,39 +139,90 @@ class ReplayBuffer:
         return self._local_file() and self.config.index.persist
 
     def _check_embedder(self) -> None:
-        """Re-embed every stored row when the embedder changed since the file was written."""
+        """Re-embed every stored row, in one transaction, when the embedder changed since the file was written.
+
+        All rows and the new signature commit together, so a process killed part-way leaves the file
+        as it was (every row under the old embedder), never rows of two embedders under one signature.
+        The snapshot token is cleared in the same transaction: no saved index of the old vectors loads.
+        """
         signature = self.embedder.signature
         stored = self.store.get_meta("embedder")
         if stored == signature:
             return
-        if stored is not None and self.store.count() > 0:
-            for batch in self.store.iter_pairs():
-                ids, states, actions = zip(*batch, strict=True)
-                vectors = embed_pairs(self.embedder, states, actions, self.config.embedder.action_weight)
-                self.store.replace_embeddings(zip(ids, vectors, strict=True))
-            if self._local_file():
-                directory = ShardedIndex.snapshot_dir(self.config.path)
-                if directory.is_dir():
-                    for snapshot in directory.glob("*.faiss"):
-                        snapshot.unlink(missing_ok=True)
-        self.store.set_meta("embedder", signature)
+        with self.store.transaction():
+            if stored is not None and self.store.count() > 0:
+                for batch in self.store.iter_pairs():
+                    ids, states, actions = zip(*batch, strict=True)
+                    vectors = embed_pairs(self.embedder, states, actions, self.config.embedder.action_weight)
+                    self.store.replace_embeddings(zip(ids, vectors, strict=True))
+                self.store.set_meta(_SNAPSHOT_TOKEN, "")
+            self.store.set_meta("embedder", signature)
+        if stored is not None and self._local_file():
+            ShardedIndex.prune(ShardedIndex.snapshot_dir(self.config.path), keep=[])
 
-    def _load_shard(self, domain: str) -> tuple[np.ndarray, np.ndarray]:
-        ids, vectors = [], []
+    def _vectors_of(self, rows: Sequence[StoredRow]) -> np.ndarray:
+        """The rows' stored embeddings as one matrix, mending rows of another size first.
+
+        Rows whose vector is not of this embedder's size were left by an interrupted re-embedding of
+        an older version: while the file names this embedder, they are re-embedded from their text (one
+        transaction). When the file names another embedder, another process re-embedded it under this
+        one: that is an error, since this buffer's vectors no longer match the file's.
+        """
+        dim = self.embedder.dim
+        wrong = [r.id for r in rows if r.embedding.shape[0] != dim]
+        if not wrong:
+            return np.stack([r.embedding for r in rows])
+        example = next(r for r in rows if r.embedding.shape[0] != dim)
+        stored = self.store.get_meta("embedder")
+        if stored != self.embedder.signature:
+            raise StoreError(
+                f"{self.store.path}: row {example.id} holds a {example.embedding.shape[0]}-d embedding, but "
+                f"this buffer's embedder ({self.embedder.signature}) makes {dim}-d vectors: another process "
+                f"re-embedded the buffer with {stored}. Reopen it with that embedder"
+            )
+        logger.warning(
+            "Replay buffer (%s): %d rows hold embeddings of another size (from an interrupted "
+            "re-embedding); re-embedding them with %s",
+            self.store.path,
+            len(wrong),
+            self.embedder.signature,
+        )
+        fixed: dict[int, np.ndarray] = {}
+        with self.store.transaction():
+            for start in range(0, len(wrong), 4096):
+                chunk = self.store.get(wrong[start : start + 4096])
+                ids = list(chunk)
+                vectors = embed_pairs(
+                    self.embedder,
+                    [chunk[i].state for i in ids],
+                    [chunk[i].action for i in ids],
+                    self.config.embedder.action_weight,
+                )
+                self.store.replace_embeddings(zip(ids, vectors, strict=True))
+                fixed.update(zip(ids, vectors, strict=True))
+        return np.stack([fixed.get(r.id, r.embedding) for r in rows])
+
+    def _load_shard(self, domain: str, max_id: int) -> tuple[np.ndarray, np.ndarray]:
+        """A domain's stored rows with ``id <= max_id`` (what its shard holds): ids and vectors."""
+        rows: list[StoredRow] = []
         for batch in self.store.rows_after(0):
-            for row in batch:
-                if row.domain == domain:
-                    ids.append(row.id)
-                    vectors.append(row.embedding)
-        if not ids:
+            rows.extend(row for row in batch if row.domain == domain and row.id <= max_id)
+            if batch[-1].id >= max_id:
+                break
+        if not rows:
             return np.zeros(0, dtype=np.int64), np.zeros((0, self.embedder.dim), dtype=np.float32)
-        return np.asarray(ids, dtype=np.int64), np.stack(vectors)
+        return np.asarray([r.id for r in rows], dtype=np.int64), self._vectors_of(rows)
 
     def _restore(self) -> None:
         """Load saved approximate shards, then add what was committed after their watermarks."""
         loaded: dict[str, tuple[int, int]] = {}
         if self._persistent():
-            loaded = self.index.load(ShardedIndex.snapshot_dir(self.config.path))
+            loaded = self.index.load(
+                ShardedIndex.snapshot_dir(self.config.path),
+                self.store.get_meta(_SNAPSHOT_TOKEN) or None,
+                self.store.max_id(),
+                self.store.max_eviction_seq(),
+            )
         eviction_seq = self.store.max_eviction_seq()
         if loaded:
             # Removing an id twice is harmless, so every eviction of a restored domain is replayed.
@@ -189,6 +251,8 @@ class ReplayBuffer:
             try:
                 if self._persistent():
                     self.save_index()
+            except StoreError as e:  # a snapshot is only a shortcut: the next open rebuilds the index
+                logger.warning("Replay buffer (%s): index not saved on close: %s", self.store.path, e)
             finally:
                 self._closed = True
                 self.store.close()
@@ -199,7 +263,26 @@ class ReplayBuffer:
             self._sync()
             if not self._local_file():
                 raise ConfigError("an in-memory or PostgreSQL buffer has no file to save its index next to")
-            self.index.save(ShardedIndex.snapshot_dir(self.config.path), self._watermark, self._eviction_seq)
+            directory = ShardedIndex.snapshot_dir(self.config.path)
+            token = secrets.token_hex(8)
+            written = self.index.save(directory, self._watermark, self._eviction_seq, token)
+            if not written and not directory.is_dir():
+                return
+            # The token goes into the database once the files are whole, and older files go after it:
+            # a reader sees either the previous save's token and files or this one's.
+            self.store.set_meta(_SNAPSHOT_TOKEN, token if written else "")
+            ShardedIndex.prune(directory, keep=written)
+
+    def wait_for_index(self, timeout: float | None = None) -> bool:
+        """Wait for background index retraining to finish and swap the new shards in.
+
+        Searches never wait for a retrain (the old shard serves until the new one is ready); this is
+        for tests, benchmarks and a clean snapshot. Returns ``False`` if ``timeout`` ran out first.
+        """
+        finished = self.index.join(timeout)
+        with self._lock:
+            self.index.install_retrained()
+        return finished
 
     def __enter__(self) -> ReplayBuffer:
         return self
@@ -218,14 +301,14 @@ class ReplayBuffer:
 
     def _catch_up(self, skip: dict[str, tuple[int, int]] | None = None) -> None:
         for batch in self.store.rows_after(self._watermark):
-            grouped: dict[str, tuple[list[int], list[np.ndarray]]] = defaultdict(lambda: ([], []))
+            grouped: dict[str, tuple[list[int], list[StoredRow]]] = defaultdict(lambda: ([], []))
             for row in batch:
                 if skip and row.domain in skip and row.id <= skip[row.domain][0]:
                     continue
                 grouped[row.domain][0].append(row.id)
-                grouped[row.domain][1].append(row.embedding)
-            for domain, (ids, vectors) in grouped.items():
-                self.index.add(domain, np.asarray(ids, dtype=np.int64), np.stack(vectors))
+                grouped[row.domain][1].append(row)
+            for domain, (ids, rows) in grouped.items():
+                self.index.add(domain, np.asarray(ids, dtype=np.int64), self._vectors_of(rows))
             self._watermark = batch[-1].id
 
     def _apply_evictions(self) -> None:
@@ -267,31 +350,79 @@ class ReplayBuffer:
     def add_many(
         self, transitions: Iterable[Transition], *, apply_policy: bool = False, batch_size: int = 4096
     ) -> AddResult:
-        """Store transitions in transactions of ``batch_size``; each batch commits whole or not at all.
+        """Store transitions in one transaction: the whole call commits, or (on any error) nothing does.
+
+        Each transition is checked first (finite reward and timestamp, a step SQLite's 64-bit integers
+        hold, valid Unicode text); a bad one raises :class:`~dreamgym_env.errors.DataFormatError`
+        naming the field, and nothing of the call is stored. Transitions are embedded and inserted
+        ``batch_size`` at a time, so an iterable of any length streams through; other writers wait
+        for the transaction (up to their ``busy_timeout_s``), and the index takes the new rows once
+        it has committed.
 
         Args:
-            transitions: The transitions.
+            transitions: The transitions (any iterable; a generator is consumed once).
             apply_policy: Filter by ``store_policy`` as :meth:`add` does (imports leave it off).
-            batch_size: Transitions per transaction.
+            batch_size: Transitions embedded and inserted at a time.
 
         Returns:
             How many were stored, skipped as duplicates, filtered by the policy, and evicted.
         """
-        stored = duplicates = filtered = evicted = 0
-        batch: list[Transition] = []
-        for t in transitions:
-            if apply_policy and not self._wanted(t):
-                filtered += 1
-                continue
-            batch.append(t)
-            if len(batch) >= batch_size:
-                s, d, e = self._write(batch)
-                stored, duplicates, evicted = stored + s, duplicates + d, evicted + e
-                batch = []
-        if batch:
-            s, d, e = self._write(batch)
-            stored, duplicates, evicted = stored + s, duplicates + d, evicted + e
-        return AddResult(stored, duplicates, filtered, evicted)
+        counts = {"filtered": 0}
+
+        def batches() -> Iterator[list[Transition]]:
+            batch: list[Transition] = []
+            for t in transitions:
+                if apply_policy and not self._wanted(t):
+                    counts["filtered"] += 1
+                    continue
+                problem = transition_problem(t)
+                if problem is not None:
+                    raise DataFormatError(f"transition {t.episode_id!r} step {t.step}: {problem}")
+                batch.append(t)
+                if len(batch) >= batch_size:
+                    yield batch
+                    batch = []
+            if batch:
+                yield batch
+
+        stream = batches()
+        first = next(stream, None)
+        second = next(stream, None) if first is not None else None
+        if first is None:
+            return AddResult(0, 0, counts["filtered"], 0)
+        if second is None:  # one batch: one insert, its rows indexed straight away
+            stored, duplicates, evicted = self._write(first)
+            return AddResult(stored, duplicates, counts["filtered"], evicted)
+        stored = duplicates = evicted = 0
+        with self._lock:
+            with self.store.transaction():
+                for batch in itertools.chain((first, second), stream):
+                    keys = [dedup_key(t, self.config.dedup) for t in batch]
+                    vectors = self._embed_keys(
+                        [t.state for t in batch], [t.action for t in batch], remember=False
+                    )
+                    ids, gone = self.store.insert(batch, keys, vectors, self.config.max_synthetic)
+                    new = sum(i is not None for i in ids)
+                    stored, duplicates, evicted = (
+                        stored + new,
+                        duplicates + len(batch) - new,
+                        evicted + len(gone),
+                    )
+            # Committed: the index reads the new rows back (and anyone else's), never ones rolled back.
+            if not self._closed:
+                self._catch_up()
+                self._apply_evictions()
+        self._log_evictions(evicted)
+        return AddResult(stored, duplicates, counts["filtered"], evicted)
+
+    def _log_evictions(self, evicted: int) -> None:
+        if evicted:
+            logger.info(
+                "Replay buffer (%s): evicted %d simulated transitions, oldest first, to keep max_synthetic=%d",
+                self.store.path,
+                evicted,
+                self.config.max_synthetic,
+            )
 
     def _write(self, batch: Sequence[Transition]) -> tuple[int, int, int]:
         keys = [dedup_key(t, self.config.dedup) for t in batch]
@@ -306,13 +437,7 @@ class ReplayBuffer:
                     self._apply_evictions()
             else:
                 self._sync()
-        if evicted:
-            logger.info(
-                "Replay buffer (%s): evicted %d simulated transitions, oldest first, to keep max_synthetic=%d",
-                self.store.path,
-                len(evicted),
-                self.config.max_synthetic,
-            )
+        self._log_evictions(len(evicted))
         stored = sum(i is not None for i in ids)
         return stored, len(batch) - stored, len(evicted)
 

@@ -23,6 +23,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -123,6 +124,7 @@ class TransitionStore:
     def __init__(self, path: str, busy_timeout_s: float = 30.0, synchronous: str = "NORMAL") -> None:
         self.path = path
         self._lock = threading.RLock()
+        self._tx_depth = 0
         self._conn = open_sqlite(
             path, what="replay buffer", busy_timeout_s=busy_timeout_s, synchronous=synchronous
         )
@@ -148,26 +150,47 @@ class TransitionStore:
     # -- transactions -------------------------------------------------------------------------------
 
     class _Tx:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``; inside an open transaction, a savepoint of it instead."""
+
         def __init__(self, store: TransitionStore) -> None:
             self.store = store
+            self.depth = 0
 
         def __enter__(self) -> sqlite3.Connection:
-            self.store._lock.acquire()
+            store = self.store
+            store._lock.acquire()
             try:
-                self.store._conn.execute("BEGIN IMMEDIATE")
+                self.depth = store._tx_depth
+                store._conn.execute("BEGIN IMMEDIATE" if self.depth == 0 else f"SAVEPOINT tx{self.depth}")
+                store._tx_depth += 1
             except BaseException:
-                self.store._lock.release()
+                store._lock.release()
                 raise
-            return self.store._conn
+            return store._conn
 
         def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+            store = self.store
             try:
-                self.store._conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+                store._tx_depth = self.depth
+                if self.depth == 0:
+                    store._conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+                else:
+                    if exc_type is not None:
+                        store._conn.execute(f"ROLLBACK TO tx{self.depth}")
+                    store._conn.execute(f"RELEASE tx{self.depth}")
             finally:
-                self.store._lock.release()
+                store._lock.release()
 
     def _write(self) -> TransitionStore._Tx:
         """A write transaction that takes SQLite's write lock up front (no lock-upgrade deadlocks)."""
+        return TransitionStore._Tx(self)
+
+    def transaction(self) -> TransitionStore._Tx:
+        """One transaction around several writes: they all commit at the end of the block, or none do.
+
+        Writes inside it (``insert``, ``set_meta``, ...) become savepoints of it. The file's write lock
+        is held for the whole block, so other writers wait for it (up to their busy timeout).
+        """
         return TransitionStore._Tx(self)
 
     # -- meta ---------------------------------------------------------------------------------------
@@ -428,6 +451,7 @@ class Store(Protocol):
 
     def get_meta(self, key: str) -> str | None: ...  # noqa: D102
     def set_meta(self, key: str, value: str) -> None: ...  # noqa: D102
+    def transaction(self) -> AbstractContextManager[Any]: ...  # noqa: D102
     def insert(  # noqa: D102
         self,
         transitions: Sequence[Transition],

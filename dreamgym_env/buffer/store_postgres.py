@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -149,6 +150,10 @@ class PostgresTransitionStore:
             raise self._db.error("cannot write to", e) from e
 
     # -- writes -------------------------------------------------------------------------------------
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """One transaction around several writes of this thread: all commit at the end, or none do."""
+        return self._db.transaction()
 
     def insert(
         self,

@@ -19,6 +19,7 @@ the extra to install (``pip install "dreamgym-env[postgres]"``). Error messages 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -84,6 +85,7 @@ class PostgresPool:
             raise StoreError(f"timeout_s must be positive, got {timeout_s!r}")
         self.url = url
         self.location = redact(url)
+        self._local = threading.local()  # the connection of this thread's open transaction()
         self.what = what
         self._lock_table = lock_table
         self._lock_timeout_ms = max(int(timeout_s * 1000), 1)
@@ -110,11 +112,32 @@ class PostgresPool:
 
     @contextmanager
     def write(self) -> Iterator[psycopg.Connection[Any]]:
-        """One write transaction holding this store's writer lock; committed whole or rolled back whole."""
+        """One write transaction holding this store's writer lock; committed whole or rolled back whole.
+
+        Inside :meth:`transaction` on the same thread, a savepoint of that transaction instead.
+        """
+        outer = getattr(self._local, "conn", None)
+        if outer is not None:
+            with outer.transaction():
+                yield outer
+            return
         with self._pool.connection() as conn, conn.transaction():
             conn.execute(f"SET LOCAL lock_timeout = {self._lock_timeout_ms}")
             conn.execute(f"LOCK TABLE {self._lock_table} IN EXCLUSIVE MODE")
             yield conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """Every :meth:`write` of this thread inside the block joins one transaction, committed at its end."""
+        with self.write() as conn:
+            if getattr(self._local, "conn", None) is not None:
+                yield conn
+                return
+            self._local.conn = conn
+            try:
+                yield conn
+            finally:
+                self._local.conn = None
 
     @contextmanager
     def setup(self, lock_key: int) -> Iterator[psycopg.Connection[Any]]:

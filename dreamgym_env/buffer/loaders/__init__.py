@@ -10,9 +10,11 @@ Formats (each module documents its own):
 ``agentgym``        AgentGym / ETO conversation records (a JSON list or JSONL)
 =================== ==================================================================================
 
-Every loader yields whole records (an episode) or a :class:`LoadIssue` with the file and line. The
-importer stores records whole, skips and reports issues, or, in strict mode, checks every file first
-and raises :class:`~dreamgym_env.errors.DataFormatError` before writing anything.
+Every loader yields whole records (an episode) or a :class:`LoadIssue` with the file and line. Files
+must be UTF-8 (a byte-order mark is fine); anything else is a
+:class:`~dreamgym_env.errors.DataFormatError` naming the line. The importer writes one transaction:
+it skips and reports issues (or, in strict mode, raises on the first), and any error rolls back the
+whole import.
 """
 
 from __future__ import annotations
@@ -25,9 +27,17 @@ from typing import TYPE_CHECKING
 
 from dreamgym_env.buffer.loaders.agentgym import load_agentgym
 from dreamgym_env.buffer.loaders.alfworld import load_alfworld_react
-from dreamgym_env.buffer.loaders.base import Loader, LoadIssue, Record
+from dreamgym_env.buffer.loaders.base import (
+    TEXT_ENCODING,
+    Loader,
+    LoadIssue,
+    Record,
+    check_encoding,
+    read_text,
+)
 from dreamgym_env.buffer.loaders.jsonl import load_jsonl
 from dreamgym_env.buffer.loaders.webshop import load_webshop_il, load_webshop_session
+from dreamgym_env.buffer.validation import transition_problem
 from dreamgym_env.errors import DataFormatError
 from dreamgym_env.types import Transition
 
@@ -66,7 +76,7 @@ def _files(path: Path) -> list[Path]:
 
 
 def _first_json_line(path: Path) -> object:
-    with path.open(encoding="utf-8") as f:
+    with path.open(encoding=TEXT_ENCODING) as f:
         for line in f:
             if line.strip():
                 try:
@@ -83,6 +93,7 @@ def detect_format(path: str | Path) -> str:
         DataFormatError: When no known format matches; the message lists the formats to pass explicitly.
     """
     first = _files(Path(path))[0]
+    check_encoding(first)
     if first.suffix == ".txt":
         return "alfworld-react"
     if first.suffix == ".jsonl":
@@ -98,7 +109,7 @@ def detect_format(path: str | Path) -> str:
                 return "jsonl"
     elif first.suffix == ".json":
         try:
-            obj = json.loads(first.read_text(encoding="utf-8"))
+            obj = json.loads(read_text(first))
         except json.JSONDecodeError as e:
             raise DataFormatError(f"not valid JSON ({e.msg})", path=str(first), line=e.lineno) from e
         if isinstance(obj, dict) and obj and all(isinstance(v, str) for v in obj.values()):
@@ -123,7 +134,22 @@ def iter_records(
             )
         loader = FORMATS[kind]
         for file in _files(path):
-            yield from loader(file, domain=domain)
+            check_encoding(file)
+            for item in loader(file, domain=domain):
+                yield _checked(item)
+
+
+def _checked(item: Record | LoadIssue) -> Record | LoadIssue:
+    """The record, or an issue if one of its transitions could not be stored (a NaN reward, ...)."""
+    if isinstance(item, LoadIssue):
+        return item
+    for position, t in enumerate(item.transitions):
+        problem = transition_problem(t)
+        if problem is not None:
+            return LoadIssue(
+                item.path, item.line, f"transition {position} (step {t.step}) of the record: {problem}"
+            )
+    return item
 
 
 @dataclass
@@ -155,56 +181,53 @@ def import_files(
     progress: bool = False,
     batch_size: int = 2048,
 ) -> ImportReport:
-    """Import trajectory files into ``buffer``, whole records at a time.
+    """Import trajectory files into ``buffer`` in one transaction: all of it is stored, or nothing.
+
+    Malformed records are skipped and reported (their file and line), or, with ``strict``, the first
+    one raises. Any error (a strict-mode record, a file that is not UTF-8, a failing write, an
+    interrupt) rolls the whole import back, so a failed import can simply be run again.
 
     Args:
         buffer: The destination.
         paths: Files or directories.
         fmt: A key of :data:`FORMATS`, or ``"auto"`` to detect each path's format.
         domain: Overrides the domain the loader would assign.
-        strict: Check every file first and raise on the first malformed record, writing nothing.
-        progress: Show a tqdm progress bar of transitions stored.
-        batch_size: Transitions per write transaction (records are never split across transactions).
+        strict: Raise on the first malformed record, writing nothing.
+        progress: Show a tqdm progress bar of transitions read.
+        batch_size: Transitions embedded and inserted at a time.
 
     Returns:
         Counts of what was read, stored, deduplicated and skipped, with every issue.
 
     Raises:
-        DataFormatError: In strict mode, for the first malformed record (with its file and line).
+        DataFormatError: For a file that cannot be read as its format (not UTF-8, not JSON where the
+            whole file must be), or in strict mode for the first malformed record (with its file and
+            line); nothing is written.
     """
-    if strict:
-        for item in iter_records(paths, fmt, domain=domain):
-            if isinstance(item, LoadIssue):
-                raise DataFormatError(item.message, path=item.path, line=item.line)
     report = ImportReport(files=sum(len(_files(Path(p))) for p in paths))
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(unit=" transitions", desc="importing")
-    pending: list[Transition] = []
 
-    def flush() -> None:
-        result = buffer.add_many(pending)
-        report.stored += result.stored
-        report.duplicates += result.duplicates
-        if bar is not None:
-            bar.update(len(pending))
-        pending.clear()
-
-    try:
+    def transitions() -> Iterator[Transition]:
         for item in iter_records(paths, fmt, domain=domain):
             if isinstance(item, LoadIssue):
+                if strict:
+                    raise DataFormatError(item.message, path=item.path, line=item.line)
                 report.issues.append(item)
                 continue
             report.records += 1
             report.transitions_read += len(item.transitions)
-            if pending and len(pending) + len(item.transitions) > batch_size:
-                flush()
-            pending.extend(item.transitions)
-        if pending:
-            flush()
+            if bar is not None:
+                bar.update(len(item.transitions))
+            yield from item.transitions
+
+    try:
+        result = buffer.add_many(transitions(), batch_size=batch_size)
     finally:
         if bar is not None:
             bar.close()
+    report.stored, report.duplicates = result.stored, result.duplicates
     return report

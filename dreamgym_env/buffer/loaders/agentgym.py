@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dreamgym_env.buffer.loaders.base import LoadIssue, Record, iter_json_lines
+from dreamgym_env.buffer.loaders.base import LoadIssue, Record, iter_json_lines, read_text
 from dreamgym_env.types import Transition
 
 __all__ = ["load_agentgym", "split_thought_action"]
@@ -114,7 +114,7 @@ def load_agentgym(path: Path, *, domain: str | None = None) -> Iterator[Record |
             except ValueError as e:
                 yield LoadIssue(str(path), number, f"{e}; record skipped")
         return
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     try:
         records = json.loads(text)
     except json.JSONDecodeError as e:

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from dreamgym_env.buffer.loaders.base import LoadIssue, Record, line_of_key
+from dreamgym_env.buffer.loaders.base import LoadIssue, Record, line_of_key, read_text
 from dreamgym_env.types import Transition
 
 __all__ = ["load_alfworld_react", "parse_react_transcript"]
@@ -98,7 +98,7 @@ def _transitions(name: str, text: str, domain: str) -> list[Transition]:
 
 def load_alfworld_react(path: Path, *, domain: str | None = None) -> Iterator[Record | LoadIssue]:
     """Yield one record per transcript in ``path`` (a JSON object of transcripts, or one ``.txt``)."""
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     domain = domain or "alfworld"
     if path.suffix == ".txt":
         try:

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from dreamgym_env.errors import DataFormatError
 from dreamgym_env.types import Transition
 
-__all__ = ["LoadIssue", "Loader", "Record", "iter_json_lines", "line_of_key"]
+__all__ = [
+    "TEXT_ENCODING",
+    "LoadIssue",
+    "Loader",
+    "Record",
+    "check_encoding",
+    "iter_json_lines",
+    "line_of_key",
+    "read_text",
+]
 
 
 @dataclass(frozen=True)
@@ -46,9 +57,76 @@ class Loader(Protocol):
         ...
 
 
+TEXT_ENCODING = "utf-8-sig"
+"""How loaders read files: UTF-8, with or without a byte-order mark."""
+
+_BOMS = (
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\xfe\xff", "UTF-16"),
+    (b"\xff\xfe", "UTF-16"),
+)
+
+
+def check_encoding(path: Path, chunk_size: int = 1 << 20) -> None:
+    """Raise :class:`DataFormatError` unless ``path`` is UTF-8 text (a UTF-8 byte-order mark is fine).
+
+    Read in chunks through an incremental decoder, so a large file costs no memory; the error names
+    the line and byte of the first undecodable character and says how to convert the file. UTF-16
+    and UTF-32 are recognised by their byte-order mark, or, without one, by NUL bytes.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")  # a UTF-8 byte-order mark decodes too
+    convert = (
+        f"convert it first, e.g. iconv -f <its encoding> -t UTF-8 {path} > {path.stem}.utf8{path.suffix}"
+    )
+    offset = 0
+    lines = 1
+    with path.open("rb") as f:
+        while True:
+            chunk = f.read(chunk_size)
+            if offset == 0:
+                for bom, name in _BOMS:
+                    if chunk.startswith(bom):
+                        raise DataFormatError(
+                            f"file is {name} text (byte-order mark); the importer reads UTF-8: "
+                            + convert.replace("<its encoding>", name),
+                            path=str(path),
+                        )
+            if b"\x00" in chunk:
+                where = offset + chunk.index(b"\x00")
+                raise DataFormatError(
+                    f"byte {where} is NUL: UTF-16/UTF-32 text or a binary file, not UTF-8; {convert}",
+                    path=str(path),
+                    line=lines + chunk[: where - offset].count(b"\n"),
+                )
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as e:
+                # The decoder may hold back up to 3 bytes of the previous chunk: count from where it stopped.
+                position = max(e.start - len(e.object) + len(chunk), 0)
+                byte = chunk[position : position + 1].hex() or "end of file"
+                line = lines + chunk[:position].count(b"\n")
+                raise DataFormatError(
+                    f"not UTF-8 (byte 0x{byte} at offset {offset + position}, {e.reason}); {convert}",
+                    path=str(path),
+                    line=line,
+                ) from e
+            if not chunk:
+                return
+            lines += chunk.count(b"\n")
+            offset += len(chunk)
+
+
+def read_text(path: Path) -> str:
+    """The text of a UTF-8 file (checked by :func:`check_encoding` first; a byte-order mark is dropped)."""
+    check_encoding(path)
+    return path.read_text(encoding=TEXT_ENCODING)
+
+
 def iter_json_lines(path: Path) -> Iterator[tuple[int, Any | LoadIssue]]:
     """Yield (1-based line number, parsed JSON or issue) for every non-blank line of a JSONL file."""
-    with path.open(encoding="utf-8") as f:
+    check_encoding(path)
+    with path.open(encoding=TEXT_ENCODING) as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
                 continue

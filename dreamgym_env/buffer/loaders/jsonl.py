@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from dreamgym_env.buffer.loaders.base import LoadIssue, Record, iter_json_lines
+from dreamgym_env.buffer.validation import transition_problem
 from dreamgym_env.types import Transition
 
 __all__ = ["load_jsonl"]
@@ -26,11 +27,21 @@ def _summary(error: ValidationError) -> str:
     return f"{where}: {first['msg']} ({error.error_count()} problem(s); see the Transition fields)"
 
 
+def _episode_of(obj: object) -> str | None:
+    """The episode id a line names, if it names one (a line can be bad and still say whose it is)."""
+    if isinstance(obj, dict) and isinstance(obj.get("episode_id"), str):
+        return obj["episode_id"]
+    return None
+
+
 def load_jsonl(path: Path, *, domain: str | None = None) -> Iterator[Record | LoadIssue]:
     """Yield one record per run of lines sharing an episode id (``domain`` overrides the stored one).
 
-    A malformed line is reported, and the episode it interrupts is dropped whole (the lines read of it
-    so far and the lines of the same episode that follow), so no episode is stored with a hole in it.
+    A malformed line is reported, and its episode is dropped whole (the lines read of it so far and
+    the lines of the same episode that follow), so no episode is stored with a hole in it. A bad line
+    that names its episode only costs that episode: when it starts a new one, the episode before it
+    is complete and kept. A line that is not even a JSON object cannot say whose it is, so the
+    episode it interrupts (if any) is dropped with it.
     """
     run: list[Transition] = []
     run_start = 0
@@ -46,13 +57,25 @@ def load_jsonl(path: Path, *, domain: str | None = None) -> Iterator[Record | Lo
                 transition = Transition.model_validate({**obj, "domain": domain} if domain else obj)
             except ValidationError as e:
                 issue = LoadIssue(str(path), number, _summary(e))
+        if transition is not None:
+            problem = transition_problem(transition)
+            if problem is not None:
+                issue, transition = LoadIssue(str(path), number, problem), None
         if transition is None:
             assert issue is not None
+            episode = _episode_of(obj)
+            if run and episode is not None and episode != run[0].episode_id:
+                yield Record(run, str(path), run_start)  # the bad line starts another episode
+                run = []
             if run:
-                tainted = run[0].episode_id
                 issue = LoadIssue(
-                    str(path), number, f"{issue.message}; episode {tainted!r} (from line {run_start}) skipped"
+                    str(path),
+                    number,
+                    f"{issue.message}; episode {run[0].episode_id!r} (from line {run_start}) skipped",
                 )
+            elif episode is not None:
+                issue = LoadIssue(str(path), number, f"{issue.message}; episode {episode!r} skipped")
+            tainted = episode if episode is not None else (run[0].episode_id if run else None)
             yield issue
             run = []
             continue
