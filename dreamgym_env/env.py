@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from dreamgym_env._runner import run_sync
+from dreamgym_env._secrets import SpecWithoutSecrets
 from dreamgym_env.config import EnvConfig, split_overrides
 from dreamgym_env.domains import Domain
 from dreamgym_env.episode import EpisodeEnv, EpisodeStart, WorldStep, render_episode
@@ -19,7 +20,7 @@ from dreamgym_env.types import Source, Task, Transition
 __all__ = ["DreamGymEnv", "render_episode"]
 
 
-class DreamGymEnv(EpisodeEnv):
+class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
     """A text environment whose transitions are predicted by an LLM experience model.
 
     ## Description

@@ -17,6 +17,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from dreamgym_env._runner import run_sync
+from dreamgym_env._secrets import SpecWithoutSecrets
 from dreamgym_env.config import EnvConfig, split_overrides
 from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.env import DreamGymEnv
@@ -78,7 +79,7 @@ class _StepBatch:
             self.inner.add_many(pending, apply_policy=True)
 
 
-class DreamGymVectorEnv(VectorEnv):
+class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
     """Steps ``num_envs`` :class:`DreamGymEnv` episodes concurrently against one shared backend.
 
     Observations are tuples of strings; rewards, terminations and truncations are numpy arrays; infos

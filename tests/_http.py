@@ -59,14 +59,14 @@ class Reply:
 
 
 def serve_replies(reply: Callable[[dict, dict], Reply], port: int = 0) -> ThreadingHTTPServer:
-    """Like :func:`serve_json`, but ``reply(body, headers)`` chooses status, headers and pacing."""
+    """Like :func:`serve_json`, but ``reply(body, request_headers)`` chooses status, headers and pacing."""
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def do_POST(self):  # noqa: N802
             raw = self.rfile.read(int(self.headers["Content-Length"]))
-            answer = reply(json.loads(raw or b"{}"), dict(self.headers))
+            answer = reply(json.loads(raw or b"{}"), self.headers)  # case-insensitive .get
             body = answer.body
             payload = (
                 body

@@ -288,6 +288,7 @@ class OpenAIBackend(Backend):
         url = self.config.base_url[index]
         redact = self.config.redact
         start = time.perf_counter()
+        rejected: BackendError | None = None
         try:
             async with asyncio.timeout(limit):
                 response = await state.clients[index].chat.completions.create(**kwargs)
@@ -302,13 +303,18 @@ class OpenAIBackend(Backend):
                 retry_after = _retry_after(getattr(e.response, "headers", None))
                 after = f", Retry-After {retry_after:g}s" if retry_after is not None else ""
                 raise _Retryable(f"HTTP {e.status_code}{after}: {message}", retry_after) from e
-            raise self._rejected(e, url, message) from e
+            if message == str(e):
+                raise self._rejected(e, url, message) from e
+            # The body echoed a secret: raise outside this block, so no chained exception holds it.
+            rejected = self._rejected(e, url, message)
         except ValueError as e:  # the body did not decode or parse (JSONDecodeError, UnicodeDecodeError)
             self.health.failed(index)
             raise InvalidResponseError(
                 f"{url} answered with a body that is not a chat completion ({type(e).__name__}: {e}). "
                 "Is base_url an OpenAI-compatible /v1 endpoint, and not a proxy's or web server's page?"
             ) from e
+        if rejected is not None:
+            raise rejected
         try:
             return _to_completion(response, time.perf_counter() - start, url)
         except InvalidResponseError:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from dreamgym_env._secrets import redact_url
 from dreamgym_env.config import BackendConfig
 from dreamgym_env.errors import ConfigError, ReplayMissError, StoreError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest
@@ -301,7 +302,7 @@ class RecordingBackend(Backend):
             completion.completion_tokens,
             completion.cached_tokens,
             completion.latency_s,
-            completion.endpoint,
+            None if completion.endpoint is None else redact_url(completion.endpoint),  # a key in the URL
             completion.extra.get("finish_reason"),
             extra_json,
             time.time(),

@@ -10,20 +10,26 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, SupportsIndex, overload
 
-from dreamgym_env.errors import BackendError
+from dreamgym_env.errors import BackendError, ConfigError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest
 from dreamgym_env.experience.schema import ExperienceOutput
 
-__all__ = ["ScriptedBackend", "echo_world"]
+__all__ = ["RequestLog", "ScriptedBackend", "echo_world"]
 
 Answer = ExperienceOutput | dict[str, Any] | str
 Responder = Callable[[CompletionRequest], Answer]
 
-# Actions that end an episode in the built-in domains' grammars.
-_TERMINAL = re.compile(r"click\[buy now\]|send_msg_to_user\(.*\)|report_infeasible\(.*\)|stop\b", re.I | re.S)
+# Whole actions that end an episode in the built-in domains' grammars (and the test domains' "stop").
+# Matched against the entire action: "search[stop watch]" or "click[buy now please]" end nothing.
+_TERMINAL = re.compile(
+    r"click\[buy now\]|send_msg_to_user\(.*\)|report_infeasible\(.*\)|stop(?:\s*\[.*\])?", re.I | re.S
+)
+#: Requests a :class:`ScriptedBackend` keeps for inspection by default (a long run keeps only these).
+DEFAULT_KEEP_REQUESTS = 1000
 
 
 def echo_world(request: CompletionRequest) -> ExperienceOutput:
@@ -35,7 +41,7 @@ def echo_world(request: CompletionRequest) -> ExperienceOutput:
     query = request.query
     if query is None:
         raise BackendError("echo_world answers transition requests only; give ScriptedBackend a responder.")
-    done = bool(_TERMINAL.search(query.action))
+    done = _TERMINAL.fullmatch(query.action.strip()) is not None
     header = query.state.splitlines()[0] if query.state else ""
     return ExperienceOutput(
         reasoning=f"The agent chose {query.action!r} at step {len(query.history)}.",
@@ -46,6 +52,26 @@ def echo_world(request: CompletionRequest) -> ExperienceOutput:
     )
 
 
+class RequestLog(deque[CompletionRequest]):
+    """The latest requests, oldest first: a bounded ``deque`` that also slices and compares like a list."""
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> CompletionRequest: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[CompletionRequest]: ...
+    def __getitem__(self, index: SupportsIndex | slice) -> CompletionRequest | list[CompletionRequest]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        return super().__getitem__(index)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, list):
+            return list(self) == other
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class ScriptedBackend(Backend):
     """Answers requests from a function or from a fixed script of answers.
 
@@ -54,24 +80,36 @@ class ScriptedBackend(Backend):
             answer is an :class:`ExperienceOutput`, a dict of its fields, or raw text, which lets
             tests feed unparsable output). Defaults to :func:`echo_world`.
         latency_s: Simulated server latency, to exercise concurrency without a server.
+        keep_requests: How many of the latest requests :attr:`requests` keeps; ``None`` keeps all.
+            Bounded by default, so a long training run against the fake does not grow without end
+            (each request carries its whole prompt).
 
     Attributes:
-        requests: Every request received, for tests to inspect prompts.
+        requests: The latest requests received (oldest first), for tests to inspect prompts.
+        requests_received: How many requests were received in all.
     """
 
     def __init__(
-        self, responder: Responder | Iterable[Answer] | None = None, *, latency_s: float = 0.0
+        self,
+        responder: Responder | Iterable[Answer] | None = None,
+        *,
+        latency_s: float = 0.0,
+        keep_requests: int | None = DEFAULT_KEEP_REQUESTS,
     ) -> None:
+        if keep_requests is not None and keep_requests < 0:
+            raise ConfigError(f"keep_requests must be None or at least 0, got {keep_requests}.")
         if responder is None:
             responder = echo_world
         self._responder: Responder | None = responder if callable(responder) else None
         self._script: list[Answer] = [] if callable(responder) else list(responder)
         self.latency_s = latency_s
-        self.requests: list[CompletionRequest] = []
+        self.requests: RequestLog = RequestLog(maxlen=keep_requests)
+        self.requests_received = 0
 
     async def acomplete(self, request: CompletionRequest) -> Completion:
         """Answer from the responder or the next scripted answer."""
         self.requests.append(request)
+        self.requests_received += 1
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         if self._responder is not None:
@@ -79,7 +117,9 @@ class ScriptedBackend(Backend):
         elif self._script:
             answer = self._script.pop(0)
         else:
-            raise BackendError(f"ScriptedBackend ran out of scripted answers after {len(self.requests) - 1}.")
+            raise BackendError(
+                f"ScriptedBackend ran out of scripted answers after {self.requests_received - 1}."
+            )
         return Completion(text=_to_text(answer), latency_s=self.latency_s, endpoint="scripted")
 
 
