@@ -409,3 +409,91 @@ def test_user_domain_factories_cannot_replace_a_built_in():
 
     with pytest.raises(DomainError, match=r"'textworld' is a built-in domain"):
         register_domain_factory("textworld", lambda: get_domain("mini_desk"))
+
+
+# ---------------------------------------------------------------------------------------------- hostile files
+def _alias_bomb(levels: int = 9, width: int = 9) -> str:
+    """A 'billion laughs' YAML: each level repeats the previous one ``width`` times through aliases."""
+    names = "abcdefghijklmnop"[:levels]
+    lines = ["a: &a [" + ",".join(["lol"] * width) + "]"]
+    for prev, name in zip(names, names[1:], strict=False):
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * width) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_yaml_alias_bomb_fails_fast_with_a_clear_message(tmp_path, capsys):
+    import time
+
+    path = tmp_path / "bomb.yaml"
+    path.write_text(_alias_bomb())
+    assert path.stat().st_size < 350
+    started = time.perf_counter()
+    with pytest.raises(DomainError, match=r"bomb.yaml: the YAML expands to more than [\d,]+ values"):
+        load_spec(path)
+    assert time.perf_counter() - started < 0.5
+    started = time.perf_counter()
+    assert run_cli("domain", "check", str(path)) == 1
+    assert time.perf_counter() - started < 0.5
+    assert "aliases" in capsys.readouterr().err
+
+
+def test_a_few_yaml_aliases_are_still_accepted(tmp_path):
+    text = "\n".join(
+        [
+            "name: alias_desk",
+            "description: &d A tiny desk.",
+            "state_format: One line.",
+            "state_example: *d",
+            "actions: {templates: [close]}",
+            "success: closed",
+            "initial_state: *d",
+            "tasks: [Close it.]",
+        ]
+    )
+    path = tmp_path / "alias.yaml"
+    path.write_text(text)
+    assert load_spec(path).state_example == "A tiny desk."
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("latin.yaml", "name: caf\xe9\ndescription: d\n".encode("latin-1")),
+        ("latin.json", '{"name": "caf\xe9"}'.encode("latin-1")),
+        ("binary.yaml", bytes(range(256))),
+        ("utf16.yaml", "name: desk\n".encode("utf-16")),
+    ],
+)
+def test_undecodable_spec_files_say_they_must_be_utf8(tmp_path, capsys, name, content):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(DomainError, match=rf"{name}: .*UTF-8"):
+        load_spec(path)
+    assert run_cli("domain", "check", str(path)) == 1
+    assert "must be UTF-8" in capsys.readouterr().err
+
+
+def test_binary_bytes_that_decode_are_refused_as_not_text(tmp_path):
+    path = tmp_path / "nul.yaml"
+    path.write_bytes(b"name: desk\x00\x01\x02\n")
+    with pytest.raises(DomainError, match=r"nul.yaml: .*(control characters|not valid YAML)"):
+        load_spec(path)
+
+
+def test_an_oversized_spec_file_is_refused_before_it_is_parsed(tmp_path):
+    from dreamgym_env.domains.spec import MAX_SPEC_BYTES
+
+    path = tmp_path / "huge.yaml"
+    path.write_text("rules:\n" + "  - keep it consistent\n" * (MAX_SPEC_BYTES // 20))
+    with pytest.raises(DomainError, match=r"huge.yaml: the spec file is [\d,]+ bytes; at most [\d,]+"):
+        load_spec(path)
+    with pytest.raises(DomainError, match="at most 100 are read"):
+        load_spec(path, max_bytes=100)
+
+
+@pytest.mark.parametrize("name", ["deep.yaml", "deep.json"])
+def test_deeply_nested_specs_get_a_clear_error(tmp_path, name):
+    path = tmp_path / name
+    path.write_text("[" * 5000 + "]" * 5000)
+    with pytest.raises(DomainError, match=rf"{name}: .*nested"):
+        load_spec(path)

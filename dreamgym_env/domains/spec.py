@@ -12,6 +12,11 @@ turns it into a Gymnasium id that behaves exactly like the built-in ones::
 
 Validation errors name the field, what was given and what is accepted, one line per problem
 (:func:`format_validation_error`), so ``dreamgym domain check`` can explain a bad spec.
+
+This module holds the spec's fields, the domain built from them and registration; the action
+grammar is in :mod:`~dreamgym_env.domains.spec_grammar`, reading files safely in
+:mod:`~dreamgym_env.domains.spec_files` and the offline trajectories in
+:mod:`~dreamgym_env.domains.spec_retrieval` (all re-exported here).
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ import difflib
 import json
 import os
 import re
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -31,11 +35,20 @@ from pydantic_core import ErrorDetails
 
 from dreamgym_env.domains import BUILTIN_DOMAINS
 from dreamgym_env.domains.base import Domain, InitialState
-from dreamgym_env.errors import DataFormatError, DependencyNotInstalled, DomainError
-from dreamgym_env.retrieval import Retriever
-from dreamgym_env.types import Task, Transition
+from dreamgym_env.domains.spec_files import MAX_SPEC_BYTES, MAX_SPEC_VALUES, read_spec_file
+from dreamgym_env.domains.spec_grammar import ActionGrammar, compile_template
+from dreamgym_env.domains.spec_retrieval import (
+    SpecTrajectoryRetriever,
+    build_retriever,
+    existing_trajectories,
+    load_trajectories,
+)
+from dreamgym_env.errors import DomainError
+from dreamgym_env.types import Task
 
 __all__ = [
+    "MAX_SPEC_BYTES",
+    "MAX_SPEC_VALUES",
     "ActionGrammar",
     "DomainSpec",
     "SpecDomain",
@@ -53,8 +66,6 @@ PathLike = str | os.PathLike[str]
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _ENV_ID = re.compile(r"(?:[\w:.-]+/)?[\w:.-]+-v\d+")
-_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-_FREE_SLOT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _builtin_env_ids() -> list[str]:
@@ -62,110 +73,6 @@ def _builtin_env_ids() -> list[str]:
     from dreamgym_env.real import REAL_IDS
 
     return sorted({*(builtin.env_id for builtin in BUILTIN_DOMAINS.values()), *REAL_IDS})
-
-
-# ---------------------------------------------------------------------------------------------- grammar
-def compile_template(template: str) -> str:
-    """Turn an action template into the regular expression it stands for.
-
-    Template syntax: literal text, plus placeholders in braces. ``{name}`` is a free slot (one or more
-    characters, no newline); ``{a|b|c}`` is exactly one of the listed words. Write ``{{`` and ``}}`` for
-    literal braces. Example: ``assign[{billing|tech|sales}]``, ``reply[{message}]``, ``close``.
-
-    Raises:
-        ValueError: an unbalanced brace, an empty placeholder or a slot name that is not an identifier.
-    """
-    pieces: list[str] = []
-    i = 0
-    while i < len(template):
-        char = template[i]
-        if template.startswith("{{", i) or template.startswith("}}", i):
-            pieces.append(re.escape(char))
-            i += 2
-        elif char == "{":
-            end = template.find("}", i)
-            if end < 0 or "{" in template[i + 1 : end]:
-                raise ValueError(f"unbalanced '{{' at character {i} (write '{{{{' for a literal brace)")
-            body = template[i + 1 : end].strip()
-            if "|" in body:
-                choices = [c.strip() for c in body.split("|")]
-                if not all(choices):
-                    raise ValueError(f"empty choice in '{{{body}}}'")
-                pieces.append("(?:" + "|".join(re.escape(c) for c in choices) + ")")
-            elif _FREE_SLOT.fullmatch(body):
-                pieces.append(r"[^\n]+?")
-            else:
-                raise ValueError(
-                    f"placeholder '{{{body}}}' is neither a slot name nor choices like '{{a|b}}'"
-                )
-            i = end + 1
-        elif char == "}":
-            raise ValueError(f"unbalanced '}}' at character {i} (write '}}}}' for a literal brace)")
-        else:
-            pieces.append(re.escape(char))
-            i += 1
-    return "".join(pieces)
-
-
-class ActionGrammar(BaseModel):
-    """Which action strings are well-formed. Give ``templates`` or ``regex`` (or both).
-
-    Attributes:
-        templates: Action templates (see :func:`compile_template`); shown to agents as written.
-        regex: Regular expressions, each matched against the whole action.
-        help: One paragraph for agents; built from the templates when omitted.
-        open: True when valid actions cannot be listed per state (then ``admissible_actions`` may be
-            empty and agents rely on ``help``).
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    templates: list[str] = Field(default_factory=list)
-    regex: list[str] = Field(default_factory=list)
-    help: str | None = None
-    open: bool = False
-
-    @field_validator("templates")
-    @classmethod
-    def _templates_compile(cls, value: list[str]) -> list[str]:
-        for template in value:
-            if not template.strip():
-                raise ValueError("a template is empty; write the action's literal text, e.g. 'close'")
-            try:
-                compile_template(template)
-            except ValueError as e:
-                raise ValueError(f"template {template!r}: {e}") from None
-        return value
-
-    @field_validator("regex")
-    @classmethod
-    def _regex_compiles(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as e:
-                raise ValueError(f"regular expression {pattern!r} does not compile: {e}") from None
-        return value
-
-    @model_validator(mode="after")
-    def _something_given(self) -> ActionGrammar:
-        if not self.templates and not self.regex and not self.open:
-            raise ValueError("give at least one of 'templates' or 'regex', or set 'open: true'")
-        return self
-
-    def patterns(self) -> list[str]:
-        """Every pattern an action may match in full."""
-        return [compile_template(t) for t in self.templates] + list(self.regex)
-
-    def render_help(self) -> str:
-        """The grammar paragraph shown to agents and to the experience model."""
-        if self.help:
-            return self.help.strip()
-        if self.templates:
-            return "Actions (one per step; {x} is free text, {a|b} one of the words): " + "; ".join(
-                self.templates
-            )
-        return "Actions must match one of: " + "; ".join(self.regex)
 
 
 # ---------------------------------------------------------------------------------------------- spec
@@ -437,45 +344,19 @@ def _model_at(loc: Sequence[Any]) -> type[BaseModel] | None:
     return model
 
 
-def _read_mapping(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as e:
-        raise DomainError(f"{path}: spec file not found") from e
-    except OSError as e:
-        raise DomainError(f"{path}: cannot read the spec file: {e}") from e
-    if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise DomainError(f"{path}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from e
-    else:
-        if path.suffix.lower() not in (".yaml", ".yml"):
-            raise DomainError(f"{path}: a spec file ends in .yaml, .yml or .json")
-        try:
-            import yaml
-        except ImportError as e:
-            raise DependencyNotInstalled("pyyaml", "yaml", "Reading YAML domain specs") from e
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-            problem = getattr(e, "problem", None) or str(e)
-            raise DomainError(f"{path}{where}: not valid YAML: {problem}") from e
-    if not isinstance(data, dict):
-        raise DomainError(
-            f"{path}: a spec is a mapping of fields (name, description, ...), got {type(data).__name__}"
-        )
-    return data
-
-
-def load_spec(source: PathLike | dict[str, Any] | DomainSpec) -> DomainSpec:
+def load_spec(
+    source: PathLike | dict[str, Any] | DomainSpec, *, max_bytes: int = MAX_SPEC_BYTES
+) -> DomainSpec:
     """Read and validate a spec from a YAML/JSON file, a dict, or pass a :class:`DomainSpec` through.
 
+    Args:
+        source: A ``.yaml``, ``.yml`` or ``.json`` file, a dict of spec fields or a :class:`DomainSpec`.
+        max_bytes: Largest file read (see :func:`~dreamgym_env.domains.spec_files.read_spec_file`,
+            which also refuses non-UTF-8 files and YAML whose aliases expand too far).
+
     Raises:
-        DomainError: unreadable file, bad syntax (with line and column), or invalid fields (one line
-            per problem, see :func:`format_validation_error`).
+        DomainError: unreadable, oversized or non-UTF-8 file, bad syntax (with line and column), or
+            invalid fields (one line per problem, see :func:`format_validation_error`).
         DependencyNotInstalled: a YAML file without PyYAML installed (JSON needs nothing).
     """
     if isinstance(source, DomainSpec):
@@ -485,112 +366,13 @@ def load_spec(source: PathLike | dict[str, Any] | DomainSpec) -> DomainSpec:
         data = dict(source)
     else:
         path = Path(source).expanduser()
-        data = _read_mapping(path)
+        data = read_spec_file(path, max_bytes=max_bytes)
         origin = str(path)
         data.setdefault("base_dir", str(path.resolve().parent))
     try:
         return DomainSpec.model_validate(data)
     except ValidationError as e:
         raise DomainError(format_validation_error(e, origin)) from e
-
-
-# ---------------------------------------------------------------------------------------------- trajectories
-def _existing_trajectories(spec: DomainSpec) -> Path | None:
-    path = spec.trajectories_path()
-    if path is not None and not path.exists():
-        raise DomainError(
-            f"trajectories: {str(path)!r} does not exist -> a file or folder of trajectories "
-            "(a relative path is read from the spec file's folder)"
-        )
-    return path
-
-
-def load_trajectories(spec: DomainSpec) -> list[Transition]:
-    """Read the spec's offline trajectories with the replay buffer's loaders.
-
-    Every transition is given the spec's domain name, so retrieval finds it.
-
-    Raises:
-        DomainError: the path does not exist.
-        DataFormatError: a malformed record (names the file and line).
-    """
-    path = _existing_trajectories(spec)
-    if path is None:
-        return []
-    from dreamgym_env.buffer.loaders import LoadIssue, iter_records
-
-    transitions: list[Transition] = []
-    for item in iter_records([path], spec.trajectory_format, domain=spec.name):
-        if isinstance(item, LoadIssue):
-            raise DataFormatError(item.message, path=item.path, line=item.line)
-        transitions.extend(item.transitions)
-    return transitions
-
-
-def build_retriever(spec: DomainSpec) -> Retriever | None:
-    """An in-memory replay buffer seeded with the spec's trajectories (``None`` when it has none).
-
-    This is the default retriever of envs made from a spec; pass ``retriever=`` to ``gymnasium.make``
-    to use a durable or shared buffer instead.
-    """
-    if spec.trajectories_path() is None:
-        return None
-    from dreamgym_env.buffer import ReplayBuffer
-
-    buffer = ReplayBuffer.open(":memory:")
-    buffer.add_many(load_trajectories(spec))
-    return buffer
-
-
-class SpecTrajectoryRetriever:
-    """A :class:`Retriever` that builds the spec's buffer on first use.
-
-    Registered as the env's default ``retriever`` so that ``gymnasium.make`` (which deep-copies its
-    registered keyword arguments on every call) stays cheap, and each env gets its own buffer the first
-    time it retrieves. A ``retriever=`` given to ``make`` replaces it.
-    """
-
-    def __init__(self, spec: DomainSpec) -> None:
-        self.spec = spec
-        self._inner: Retriever | None = None
-        self._lock = threading.Lock()
-
-    def _get(self) -> Retriever:
-        with self._lock:
-            if self._inner is None:
-                built = build_retriever(self.spec)
-                if built is None:
-                    raise DomainError(f"domain {self.spec.name!r} has no trajectories to retrieve from")
-                self._inner = built
-            return self._inner
-
-    def retrieve(
-        self,
-        state: str,
-        action: str,
-        k: int,
-        *,
-        domain: str | None = None,
-        exclude_episode: str | None = None,
-    ) -> list[Transition]:
-        """Top-k most similar transitions of the spec's buffer."""
-        return self._get().retrieve(state, action, k, domain=domain, exclude_episode=exclude_episode)
-
-    def add(self, transition: Transition) -> None:
-        """Offer a new transition to the spec's buffer."""
-        self._get().add(transition)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"spec": self.spec}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["spec"])  # type: ignore[misc]
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> SpecTrajectoryRetriever:
-        return SpecTrajectoryRetriever(self.spec)
-
-    def __repr__(self) -> str:
-        return f"SpecTrajectoryRetriever({self.spec.name!r}, {self.spec.trajectories_path()})"
 
 
 # ---------------------------------------------------------------------------------------------- registration
@@ -616,7 +398,7 @@ def register_domain(
     from dreamgym_env.domains import register_domain_factory
 
     loaded = load_spec(spec)
-    trajectories = _existing_trajectories(loaded)
+    trajectories = existing_trajectories(loaded)
     domain = SpecDomain(loaded)
     register_domain_factory(loaded.name, lambda: domain)
     env_id = loaded.resolved_env_id
