@@ -283,3 +283,68 @@ def test_length_caps_are_checked_after_parsing_not_in_the_schema_by_default():
     env.reset(seed=0)
     with pytest.raises(ResponseFormatError, match="41 characters, over max_state_chars=40"):
         env.step("go[2]")
+
+
+@pytest.mark.parametrize("action", ["go[\ud800]", "go[1]\x07", "\x1b[31mgo[1]", "look\x00 around"])
+def test_actions_that_are_not_text_get_feedback_that_stays_in_the_observation_space(action):
+    """A lone surrogate or a control character is rejected like any malformed action, never echoed raw."""
+    backend = ScriptedBackend()
+    env = make(backend=backend)
+    obs0, _ = env.reset(seed=0)
+    assert not env.action_space.contains(action)
+    obs, reward, terminated, _, info = env.step(action)
+    assert backend.requests == [] and reward == 0.0 and not terminated
+    assert obs.startswith("[Invalid action]") and obs.endswith(obs0)
+    assert "not text" in info["last_action_error"]
+    assert env.observation_space.contains(obs) and env.observation_space.contains(info["last_action_error"])
+
+
+def test_a_long_ungrammatical_action_leaves_the_feedback_and_state_whole():
+    """The reason is cut to fit the room kept for it; the state is never cut and the prefix always stays."""
+    env = make(max_action_chars=1000, max_state_chars=16)
+    obs0, _ = env.reset(seed=0)
+    obs, *_ = env.step("dance " * 165)
+    assert obs.startswith("[Invalid action]") and obs.endswith("\n\n" + obs0)
+    assert env.observation_space.contains(obs)
+
+
+def test_an_admissible_action_outside_the_grammar_reaches_the_model():
+    """What the world lists is playable (as in the real envs), so action masks and the sim agree."""
+    listed = ExperienceOutput(
+        reasoning="r",
+        next_state="Room 2.",
+        admissible_actions=["look around", "go[1]"],
+        done=False,
+        success=False,
+    )
+    backend = ScriptedBackend([listed, listed])
+    env = make(backend=backend)
+    env.reset(seed=0)
+    env.step("go[2]")
+    obs, *_, info = env.step("look around")
+    assert len(backend.requests) == 2 and info["last_action_error"] is None and obs == "Room 2."
+
+
+def test_is_success_and_the_stored_transition_carry_what_training_needs():
+    script = [
+        ExperienceOutput(
+            reasoning="r", next_state="Room 2.", admissible_actions=["stop"], done=False, success=False
+        ),
+        ExperienceOutput(reasoning="r", next_state="Goal reached.", done=True, success=True),
+    ]
+    env = make(backend=ScriptedBackend(script))
+    _, info = env.reset(
+        seed=0, options={"task": {"task_id": "t", "instruction": "walk", "metadata": {"x": 1}}}
+    )
+    assert info["is_success"] is False
+    before = info["admissible_actions"]
+    *_, info = env.step("go[2]")
+    stored = env.last_transition
+    assert info["is_success"] is False and stored.source == "sim" and stored.step == 0
+    assert stored.prev_admissible_actions == before and stored.admissible_actions == ["stop"]
+    assert stored.task_metadata == {}  # the toy domain shows the model no task facts
+    *_, info = env.step("stop")
+    assert info["is_success"] is True and env.last_transition.success
+    env.reset(seed=1)
+    env.step("bad action")
+    assert env.last_transition is None  # a rejected action stores nothing

@@ -55,6 +55,20 @@ def test_switches_after_n_episodes_and_stores_only_real_transitions() -> None:
     assert buffer.items[2].done and buffer.items[2].reward == 0.5
 
 
+def test_real_transitions_carry_what_build_sft_needs() -> None:
+    """The stored form is the real env's own: task facts and the admissible actions before and after."""
+    buffer = ListBuffer()
+    env = _env(SimToRealSchedule(switch_after=0), buffer)
+    env.reset(seed=0)
+    env.step("search[deodorant]")
+    env.step("click[B078GWRC1J]")
+    first, second = buffer.items
+    assert first.prev_admissible_actions == [] and "click[B078GWRC1J]" in first.admissible_actions
+    assert second.prev_admissible_actions == first.admissible_actions
+    assert "click[Buy Now]" in second.admissible_actions
+    assert set(first.metadata) >= {"task_metadata", "admissible_actions", "prev_admissible_actions"}
+
+
 def test_callers_signal_overrides_schedule_and_invalid_actions_are_not_stored() -> None:
     buffer = ListBuffer()
     env = _env(SimToRealSchedule(), buffer)  # simulator only, unless told

@@ -43,3 +43,21 @@ def test_async_vector_env_carries_multiline_unicode_observations(shared_memory):
         assert obs[1].endswith("You did: go[2] (step 1).")
     finally:
         envs.close()
+
+
+def test_lone_surrogates_are_not_text():
+    """A string the space admits can be encoded, sent and stored; one with a lone surrogate cannot."""
+    space = FreeText(max_length=64)
+    assert not space.contains("search[\ud800]") and not space.contains("\udfff")
+    assert space.contains("emoji 😀 is a pair of code units in UTF-16, one code point here")
+    "search[😀]".encode()  # what is admitted encodes
+
+
+def test_escaping_keeps_echoed_text_in_the_space():
+    from dreamgym_env.spaces import escape_non_text, text_problem
+
+    raw = "go\x07[\ud800]\x1b"
+    assert text_problem(raw) == "it holds a control character, U+0007, at position 2"
+    escaped = escape_non_text(raw)
+    assert escaped == "go\\x07[\\ud800]\\x1b" and FreeText(max_length=64).contains(escaped)
+    assert text_problem("tabs\tand\nnewlines") is None

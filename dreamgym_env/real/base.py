@@ -12,14 +12,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any, ClassVar
 
-from dreamgym_env.domains import Domain
-from dreamgym_env.episode import (
-    DEFAULT_MAX_ACTION_CHARS,
-    DEFAULT_MAX_STATE_CHARS,
-    EpisodeEnv,
-    EpisodeStart,
-    WorldStep,
-)
+from dreamgym_env.episode import EpisodeEnv, EpisodeStart, WorldStep
 from dreamgym_env.types import Source
 
 __all__ = ["RealReset", "RealStep", "RealTextEnv"]
@@ -49,23 +42,6 @@ class RealTextEnv(EpisodeEnv):
     """
 
     source: ClassVar[Source] = "real"
-
-    def __init__(
-        self,
-        domain: str | Domain,
-        *,
-        max_steps: int | None = None,
-        max_state_chars: int = DEFAULT_MAX_STATE_CHARS,
-        max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
-        render_mode: str | None = None,
-    ) -> None:
-        super().__init__(
-            domain,
-            max_steps=max_steps,
-            max_state_chars=max_state_chars,
-            max_action_chars=max_action_chars,
-            render_mode=render_mode,
-        )
 
     # ------------------------------------------------------------------ engine hooks
     @abstractmethod
