@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
-from dreamgym_env.domains.base import Domain, InitialState
-from dreamgym_env.domains.tasks import (
+from dreamgym_env.domains.alfworld_tasks import (
     ALFWORLD_TOOLS,
     load_alfworld_react_tasks,
     load_alfworld_traj_data,
     make_alfworld_task,
 )
+from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.errors import DataFormatError
 from dreamgym_env.types import Task
 

@@ -11,7 +11,7 @@ from urllib.parse import unquote, urlsplit
 import numpy as np
 
 from dreamgym_env.domains.base import Domain, InitialState
-from dreamgym_env.domains.tasks import load_webarena_tasks
+from dreamgym_env.domains.webarena_tasks import load_webarena_tasks
 from dreamgym_env.errors import DomainError
 from dreamgym_env.types import Task
 

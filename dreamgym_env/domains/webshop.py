@@ -237,7 +237,7 @@ class WebShopDomain(Domain):
     attributes, options and price limit (WebShop's reward equal to 1).
 
     Tasks: :meth:`seed_tasks` (12, with ``attributes``, ``options``, ``price_upper`` metadata) and
-    :meth:`load_tasks` for the official files (see :func:`~dreamgym_env.domains.tasks.load_webshop_goals`).
+    :meth:`load_tasks` for the official files (see :func:`~dreamgym_env.domains.webshop_tasks.load_webshop_goals`).
     A session's task id is :func:`webshop_task_id`; a recorded goal's metadata is
     :func:`session_goal_metadata`, whose hidden facts are :data:`GOAL_FACT_KEYS`.
     """
@@ -269,7 +269,7 @@ class WebShopDomain(Domain):
     @classmethod
     def load_tasks(cls, path: str | os.PathLike[str]) -> list[Task]:
         """Load tasks from an official WebShop file or session-log folder (format detected by content)."""
-        from dreamgym_env.domains.tasks import load_webshop_goals
+        from dreamgym_env.domains.webshop_tasks import load_webshop_goals
 
         return load_webshop_goals(path)
 
