@@ -25,7 +25,7 @@ import gymnasium as gym
 from dreamgym_env._runner import run_sync
 from dreamgym_env.config import EnvConfig
 from dreamgym_env.domains import Domain, get_domain
-from dreamgym_env.errors import DreamGymError, InvalidActionError
+from dreamgym_env.errors import DreamGymError, InvalidActionError, RenderModeError
 from dreamgym_env.spaces import FreeText, escape_non_text, text_problem
 from dreamgym_env.types import Source, Step, Task, Transition
 
@@ -177,8 +177,9 @@ class EpisodeEnv(gym.Env[str, str]):
         if self.max_steps < 1:
             raise DreamGymError(f"max_steps must be at least 1, got {self.max_steps}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise DreamGymError(
-                f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}"
+            raise RenderModeError(
+                f"render_mode must be None or one of {self.metadata['render_modes']} (text envs), got "
+                f"{render_mode!r}."
             )
         self.render_mode = render_mode
         self.max_state_chars = max_state_chars

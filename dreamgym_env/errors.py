@@ -37,14 +37,13 @@ class ConfigError(DreamGymError, ValueError):
 class DependencyNotInstalled(DreamGymError, ImportError):
     """An optional dependency is needed for the requested feature.
 
-    The message names the extra to install, e.g. ``pip install "dreamgym-env[buffer]"``.
+    The message names the extra to install, e.g. ``pip install "dreamgym-env[buffer]"``, or, for a
+    package no extra can install (``install``), what does.
     """
 
-    def __init__(self, package: str, extra: str, feature: str) -> None:
-        super().__init__(
-            f"{feature} needs the '{package}' package, which is not installed. "
-            f'Install it with: pip install "dreamgym-env[{extra}]"'
-        )
+    def __init__(self, package: str, extra: str, feature: str, install: str | None = None) -> None:
+        how = install if install is not None else f'Install it with: pip install "dreamgym-env[{extra}]"'
+        super().__init__(f"{feature} needs the '{package}' package, which is not installed. {how}")
         self.package = package
         self.extra = extra
 

@@ -13,7 +13,14 @@ BUILTIN_IDS: dict[str, str] = {builtin.env_id: name for name, builtin in BUILTIN
 
 
 def register_envs() -> None:
-    """Register every built-in simulated and real id (idempotent, so re-imports are harmless)."""
+    """Register every built-in simulated and real id (idempotent, so re-imports are harmless).
+
+    Each simulated id carries its domain's step limit as ``max_episode_steps`` (WebShop 15, ALFWorld
+    50, WebArena 30, TextWorld 50), which is the env's own ``max_steps`` default: ``gymnasium.make``
+    adds its ``TimeLimit`` at that same step, and ``gymnasium.make_vec`` hands it to the native vector
+    env, which truncates its sub-envs there itself (no ``TimeLimit`` on top). So the episode ends once,
+    at the first of the two limits (see ``docs/env.md``).
+    """
     from dreamgym_env.real import register_real_envs
 
     register_real_envs()
@@ -24,6 +31,7 @@ def register_envs() -> None:
             id=env_id,
             entry_point="dreamgym_env.env:DreamGymEnv",
             vector_entry_point="dreamgym_env.vector:DreamGymVectorEnv",
+            max_episode_steps=BUILTIN_DOMAINS[domain].max_steps,
             nondeterministic=True,
             kwargs={"domain": domain},
         )

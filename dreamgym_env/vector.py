@@ -22,7 +22,7 @@ from dreamgym_env.config import EnvConfig, split_overrides
 from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.env import DreamGymEnv
 from dreamgym_env.episode import PendingStep
-from dreamgym_env.errors import ConfigError
+from dreamgym_env.errors import ConfigError, DreamGymError
 from dreamgym_env.experience.backends import Backend, make_backend
 from dreamgym_env.retrieval import BatchRetriever, RetrievalQuery, Retriever
 from dreamgym_env.tasks import TaskSampler, as_task_sampler
@@ -91,7 +91,15 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         group_size: Sub-envs ``[g*k, g*(k+1))`` share one task at every ``reset()``, for GRPO-style
             groups of rollouts; ``num_envs`` must be a multiple of it. Autoresets sample tasks
             independently.
-        autoreset_mode: ``NEXT_STEP`` (Gymnasium's default) or ``SAME_STEP``.
+        autoreset_mode: Gymnasium's :class:`~gymnasium.vector.AutoresetMode` (or its value):
+            ``NEXT_STEP`` (the default: the step after an episode ends resets that sub-env and
+            ignores its action), ``SAME_STEP`` (the ending step returns the next episode's first
+            observation, with ``info["final_obs"]`` / ``info["final_info"]`` for the one that ended)
+            or ``DISABLED`` (no autoreset: ``reset(options={"reset_mask": mask})`` resets the ended
+            sub-envs).
+        max_episode_steps: Gymnasium's step limit, which ``gymnasium.make_vec`` passes on (the id's
+            registered limit unless given). Each sub-env truncates at the smaller of it and
+            ``max_steps``; ``None`` or ``-1`` leaves ``max_steps`` alone.
         tasks, retriever, backend, config, **overrides: as for :class:`DreamGymEnv`; one backend
             (one connection pool, one concurrency bound) serves every sub-env.
 
@@ -113,6 +121,7 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         backend: Backend | str | None = None,
         config: EnvConfig | None = None,
         render_mode: str | None = None,
+        max_episode_steps: int | None = None,
         **overrides: Any,
     ) -> None:
         if num_envs < 1:
@@ -121,14 +130,21 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
             raise ConfigError(
                 f"num_envs ({num_envs}) must be a positive multiple of group_size ({group_size})."
             )
-        mode = AutoresetMode(autoreset_mode)
-        if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
-            raise ConfigError(f"autoreset_mode must be NEXT_STEP or SAME_STEP, got {mode}.")
+        try:
+            mode = AutoresetMode(autoreset_mode)
+        except ValueError as e:
+            raise ConfigError(
+                f"autoreset_mode must be one of {[m.value for m in AutoresetMode]} "
+                f"(gymnasium.vector.AutoresetMode), got {autoreset_mode!r}."
+            ) from e
         domain = get_domain(domain)
         if isinstance(backend, str):
             overrides["backend"] = backend
             backend = None
         cfg = split_overrides(config, overrides)
+        limit = _step_limit(cfg.max_steps or domain.max_steps, max_episode_steps)
+        if limit != cfg.max_steps:
+            cfg = cfg.model_copy(update={"max_steps": limit})
         self._owns_backend = backend is None
         self.backend = backend if backend is not None else make_backend(cfg.backend)
         sampler = as_task_sampler(tasks if tasks is not None else domain.seed_tasks())
@@ -154,11 +170,17 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self._needs_reset = np.zeros(num_envs, dtype=np.bool_)
+        self._obs: list[str] = [""] * num_envs
 
     def reset(
         self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[tuple[str, ...], dict[str, Any]]:
-        """Reset every sub-env; with ``group_size > 1``, each group gets one sampled task."""
+        """Reset every sub-env; with ``group_size > 1``, each group gets one sampled task.
+
+        ``options["reset_mask"]`` (a boolean array of shape ``(num_envs,)``, Gymnasium's convention)
+        resets only the sub-envs it marks, each on a task of its own; the others keep their episode
+        and their current observation, and only the reset ones have ``infos`` entries.
+        """
         seeds: Sequence[int | None]
         if seed is None or isinstance(seed, int):
             seeds = [None if seed is None else seed + i for i in range(self.num_envs)]
@@ -167,16 +189,19 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
             if len(seeds) != self.num_envs:
                 raise ConfigError(f"Got {len(seeds)} seeds for {self.num_envs} envs.")
         options = dict(options or {})
-        obs: list[str] = []
+        mask = _reset_mask(options.pop("reset_mask", None), self.num_envs)
+        obs = list(self._obs)
         infos: dict[str, Any] = {}
         for i, env in enumerate(self.envs):
+            if mask is not None and not mask[i]:
+                continue
             env_options = options
-            if i % self.group_size and "task" not in options:
+            if mask is None and i % self.group_size and "task" not in options:
                 env_options = {**options, "task": self.envs[i - i % self.group_size].task}
-            ob, info = env.reset(seed=seeds[i], options=env_options)
-            obs.append(ob)
+            obs[i], info = env.reset(seed=seeds[i], options=env_options)
             infos = self._add_info(infos, info, i)
-        self._needs_reset[:] = False
+        self._needs_reset = np.zeros_like(self._needs_reset) if mask is None else self._needs_reset & ~mask
+        self._obs = obs
         return tuple(obs), infos
 
     def step(
@@ -199,6 +224,13 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         if len(actions) != self.num_envs:
             raise ConfigError(f"Got {len(actions)} actions for {self.num_envs} envs.")
         next_step = self.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
+        same_step = self.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
+        if not (next_step or same_step) and self._needs_reset.any():
+            ended = np.flatnonzero(self._needs_reset).tolist()
+            raise DreamGymError(
+                f"Sub-envs {ended} have ended and autoreset_mode is DISABLED: reset them first with "
+                "envs.reset(options={'reset_mask': terminations | truncations})."
+            )
         stepping = [i for i in range(self.num_envs) if not (next_step and self._needs_reset[i])]
         batch: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if self._batch is not None:
@@ -215,7 +247,7 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         infos: dict[str, Any] = {}
         for i, (ob, reward, terminated, truncated, info) in zip(stepping, results, strict=True):
             obs[i], rewards[i], terminations[i], truncations[i] = ob, reward, terminated, truncated
-            if not next_step and (terminated or truncated):
+            if same_step and (terminated or truncated):
                 obs[i], reset_info = self.envs[i].reset()
                 info = {**reset_info, "final_obs": ob, "final_info": info}
             infos = self._add_info(infos, info, i)
@@ -223,8 +255,9 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
             if next_step and self._needs_reset[i]:
                 obs[i], info = self.envs[i].reset()
                 infos = self._add_info(infos, info, i)
-        if next_step:
+        if not same_step:
             self._needs_reset = terminations | truncations
+        self._obs = obs
         return tuple(obs), rewards, terminations, truncations, infos
 
     # ``human`` mode prints and gives ``None`` per sub-env, which gymnasium's annotation does not allow.
@@ -262,3 +295,27 @@ async def _propose_all(envs: Sequence[DreamGymEnv], actions: Sequence[str]) -> l
     error = failed.exception()
     assert error is not None
     raise error
+
+
+def _step_limit(max_steps: int, max_episode_steps: Any) -> int:
+    """The sub-envs' step limit: ``max_steps``, lowered to Gymnasium's ``max_episode_steps`` if given."""
+    if max_episode_steps is None or max_episode_steps == -1:
+        return max_steps
+    if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, int) or max_episode_steps < 1:
+        raise ConfigError(
+            f"max_episode_steps must be a positive int (or None / -1 for no extra limit), got {max_episode_steps!r}."
+        )
+    return min(max_steps, max_episode_steps)
+
+
+def _reset_mask(mask: Any, num_envs: int) -> np.ndarray | None:
+    """``options["reset_mask"]`` checked: ``None``, or a boolean array of shape ``(num_envs,)``."""
+    if mask is None:
+        return None
+    array = np.asarray(mask)
+    if array.dtype != np.bool_ or array.shape != (num_envs,):
+        raise ConfigError(
+            f"options['reset_mask'] must be a boolean array of shape ({num_envs},), got "
+            f"{array.dtype} of shape {array.shape}."
+        )
+    return array

@@ -27,17 +27,22 @@ __all__ = [
 
 
 class BuiltinDomain(NamedTuple):
-    """One built-in domain: its simulated Gymnasium id and its class as ``"module:attribute"``."""
+    """One built-in domain: its simulated Gymnasium id, its class as ``"module:attribute"``, its step limit.
+
+    ``max_steps`` repeats the class's own, so that registering the id's ``max_episode_steps`` imports
+    no domain module (a test keeps the two equal).
+    """
 
     env_id: str
     entry_point: str
+    max_steps: int
 
 
 BUILTIN_DOMAINS: dict[str, BuiltinDomain] = {
-    "webshop": BuiltinDomain("DreamGym/WebShop-v0", "dreamgym_env.domains.webshop:WebShopDomain"),
-    "alfworld": BuiltinDomain("DreamGym/ALFWorld-v0", "dreamgym_env.domains.alfworld:ALFWorldDomain"),
-    "webarena": BuiltinDomain("DreamGym/WebArena-v0", "dreamgym_env.domains.webarena:WebArenaDomain"),
-    "textworld": BuiltinDomain("DreamGym/TextWorld-v0", "dreamgym_env.domains.textworld:TextWorldDomain"),
+    "webshop": BuiltinDomain("DreamGym/WebShop-v0", "dreamgym_env.domains.webshop:WebShopDomain", 15),
+    "alfworld": BuiltinDomain("DreamGym/ALFWorld-v0", "dreamgym_env.domains.alfworld:ALFWorldDomain", 50),
+    "webarena": BuiltinDomain("DreamGym/WebArena-v0", "dreamgym_env.domains.webarena:WebArenaDomain", 30),
+    "textworld": BuiltinDomain("DreamGym/TextWorld-v0", "dreamgym_env.domains.textworld:TextWorldDomain", 50),
 }
 _FACTORIES: dict[str, Callable[[], Domain]] = {}
 _INSTANCES: dict[str, Domain] = {}

@@ -18,7 +18,7 @@ import numpy as np
 
 from dreamgym_env.domains import Domain
 from dreamgym_env.domains.textworld import TextWorldDomain, render_textworld_start, render_textworld_state
-from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
+from dreamgym_env.errors import ConfigError, DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.base import RealReset, RealStep, RealTextEnv
 from dreamgym_env.real.mapping import clean_game_text
 from dreamgym_env.types import Task, Transition
@@ -189,11 +189,20 @@ class TextWorldRealEnv(TextGameEnv):
     walkthrough from the current state), ``score``, ``won``, ``lost`` and ``game_file``.
 
     ## Arguments
-    ``game_files``: the games; reset draws one with the env's RNG, or plays ``options["game_file"]``
-    or ``options["game_index"]``.
+    ``game_files``: the games (required; :func:`make_games` builds some); reset draws one with the
+    env's RNG, or plays ``options["game_file"]`` or ``options["game_index"]``.
     """
 
-    def __init__(self, game_files: Sequence[PathLike], **kwargs: Any) -> None:
+    def __init__(self, game_files: Sequence[PathLike] | None = None, **kwargs: Any) -> None:
+        if game_files is None:
+            raise ConfigError(
+                "DreamGym/TextWorld-Real-v0 plays TextWorld game files, and none were given: pass "
+                "game_files=[...] (paths to .z8 or .ulx games), e.g. gymnasium.make("
+                "'DreamGym/TextWorld-Real-v0', game_files=make_games('games/', n=10)). "
+                "dreamgym_env.real.textworld.make_games generates games offline (what `tw-make` does; "
+                'needs pip install "dreamgym-env[real]"), and dreamgym_env.real.textworld_suite.build_suite '
+                "a varied train/held-out suite. See docs/real_envs.md."
+            )
         super().__init__(game_files, domain=TextWorldDomain(), **kwargs)
 
     def _request_infos(self, textworld: Any) -> Any:

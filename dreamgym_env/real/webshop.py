@@ -19,6 +19,14 @@ from dreamgym_env.types import Task
 
 __all__ = ["WebShopRealEnv", "WebShopTextEngine"]
 
+WEBSHOP_INSTALL = (
+    "WebShop is not on PyPI and no dreamgym-env extra installs it: git clone "
+    "https://github.com/princeton-nlp/WebShop, run its ./setup.sh -d small (it installs WebShop's "
+    "requirements, downloads the product data and builds the search index, which needs Java), then "
+    "put the checkout on PYTHONPATH, or pass engine=WebAgentTextEnv(...) built there."
+)
+"""What installs WebShop's ``web_agent_site`` package (the error of a missing WebShop says it)."""
+
 _ACTION = re.compile(r"(search|click)\[(.*)\]", re.DOTALL)
 _SUB_PAGES = ("description", "features", "reviews")
 
@@ -103,8 +111,8 @@ class WebShopRealEnv(RealTextEnv):
                 raise DependencyNotInstalled(
                     "web_agent_site",
                     "real",
-                    "DreamGym/WebShop-Real-v0 (install WebShop from its repository "
-                    "and put it on PYTHONPATH; it is not on PyPI)",
+                    "DreamGym/WebShop-Real-v0",
+                    install=WEBSHOP_INSTALL,
                 ) from e
             self._engine = WebAgentTextEnv(observation_mode="text", **self._engine_kwargs)
         return self._engine

@@ -14,6 +14,7 @@ from typing import Any, Literal, SupportsInt
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from gymnasium.vector import VectorEnv
 
 from dreamgym_env.errors import ConfigError, DreamGymError
 
@@ -76,6 +77,12 @@ class DiscreteActions(gym.Wrapper[Any, Any, Any, Any]):
     def __init__(
         self, env: gym.Env[Any, str], max_actions: int = 32, on_invalid: InvalidIndexPolicy = "fail"
     ) -> None:
+        if isinstance(env, VectorEnv):
+            raise ConfigError(
+                "DiscreteActions wraps one env; for a vector env (gymnasium.make_vec) use "
+                "dreamgym_env.wrappers.VectorDiscreteActions(envs, max_actions, on_invalid), which keeps "
+                "the native vector env's concurrent steps."
+            )
         check_discrete_config(max_actions, on_invalid, getattr(env.unwrapped, "domain", None))
         super().__init__(env)
         self.max_actions = max_actions

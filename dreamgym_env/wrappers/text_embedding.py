@@ -15,6 +15,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from gymnasium.vector import VectorEnv
 
 from dreamgym_env.buffer.embedders import Embedder, HashingEmbedder
 from dreamgym_env.errors import ConfigError
@@ -56,6 +57,12 @@ class TextEmbedding(gym.Wrapper[Any, Any, Any, Any]):
         embedder: Embedder | None = None,
         fields: Sequence[EmbeddedField] = ("observation",),
     ) -> None:
+        if isinstance(env, VectorEnv):
+            raise ConfigError(
+                "TextEmbedding wraps one env; for a vector env (gymnasium.make_vec) use "
+                "dreamgym_env.wrappers.VectorTextEmbedding(envs, embedder, fields), which embeds the "
+                "whole batch in one call."
+            )
         fields = check_fields(fields)
         super().__init__(env)
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder(dim=256)

@@ -1,0 +1,168 @@
+"""The adapters on vector envs, the native vector env's autoreset modes and the registered step limits."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+import dreamgym_env  # noqa: F401  (registers the ids)
+from dreamgym_env.buffer.embedders import HashingEmbedder
+from dreamgym_env.domains import BUILTIN_DOMAINS, get_domain
+from dreamgym_env.env import DreamGymEnv
+from dreamgym_env.errors import ConfigError, DreamGymError
+from dreamgym_env.registration import BUILTIN_IDS
+from dreamgym_env.vector import DreamGymVectorEnv
+from dreamgym_env.wrappers import DiscreteActions, TextEmbedding, VectorDiscreteActions, VectorTextEmbedding
+
+ENV_ID = "DreamGym/TextWorld-v0"
+FIELDS = ("observation", "task", "admissible_actions")
+K = 16
+
+
+def native(n: int, mode: AutoresetMode = AutoresetMode.NEXT_STEP, **kwargs: object) -> VectorTextEmbedding:
+    envs = gym.make_vec(ENV_ID, num_envs=n, backend="scripted", max_steps=3, autoreset_mode=mode, **kwargs)
+    return VectorTextEmbedding(VectorDiscreteActions(envs, K), HashingEmbedder(dim=64), FIELDS)
+
+
+def single_wrapped(mode: AutoresetMode, n: int) -> SyncVectorEnv:
+    def make() -> gym.Env:
+        env = DreamGymEnv("textworld", backend="scripted", max_steps=3)
+        return TextEmbedding(DiscreteActions(env, K), HashingEmbedder(dim=64), FIELDS)
+
+    return SyncVectorEnv([make] * n, autoreset_mode=mode)
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_vector_adapters_give_what_the_single_env_adapters_give(mode: AutoresetMode) -> None:
+    ours, reference = native(3, mode), single_wrapped(mode, 3)
+    obs, infos = ours.reset(seed=7)
+    ref_obs, ref_infos = reference.reset(seed=7)
+    np.testing.assert_array_equal(obs, ref_obs)
+    np.testing.assert_array_equal(infos["action_mask"], ref_infos["action_mask"])
+    rng = np.random.default_rng(0)
+    ended = 0
+    for _ in range(7):
+        actions = rng.integers(0, K, size=3)  # valid and out-of-range indices alike
+        obs, rewards, terms, truncs, infos = ours.step(actions)
+        ref_obs, ref_rewards, ref_terms, ref_truncs, ref_infos = reference.step(actions)
+        np.testing.assert_array_equal(obs, ref_obs)
+        assert (terms == ref_terms).all() and (truncs == ref_truncs).all() and (rewards == ref_rewards).all()
+        np.testing.assert_array_equal(infos["action_mask"], ref_infos["action_mask"])
+        assert list(infos["text_observation"]) == list(ref_infos["text_observation"])
+        played = infos["_action_text"]  # False for the sub-envs this step only resets (NEXT_STEP)
+        if played.any():
+            assert played.tolist() == ref_infos["_action_text"].tolist()
+            assert list(infos["action_text"][played]) == list(ref_infos["action_text"][played])
+        if mode is AutoresetMode.SAME_STEP and "final_obs" in infos:
+            for j in np.flatnonzero(infos["_final_obs"]):
+                np.testing.assert_array_equal(infos["final_obs"][j], ref_infos["final_obs"][j])
+                ended += 1
+    assert ended > 0 or mode is AutoresetMode.NEXT_STEP
+
+
+def test_out_of_range_index_is_reported_per_sub_env() -> None:
+    envs = native(2)
+    _, infos = envs.reset(seed=0)
+    n = int(infos["action_mask"][0].sum())
+    _, _, _, _, infos = envs.step(np.array([K - 1, 0]))
+    assert infos["action_text"][0] == "" and f"index {K - 1}" in infos["last_action_error"][0]
+    assert infos["text_observation"][0].startswith("[Invalid action]") and n < K
+    assert infos["last_action_error"][1] is None and infos["action_text"][1] != ""
+    assert envs.env.action_masks().shape == (2, K) and envs.action_space == gym.spaces.MultiDiscrete([K, K])  # type: ignore[attr-defined]
+
+
+def test_single_env_adapters_point_vector_envs_to_the_vector_adapters() -> None:
+    envs = gym.make_vec(ENV_ID, num_envs=2, backend="scripted")
+    with pytest.raises(ConfigError, match="VectorDiscreteActions"):
+        DiscreteActions(envs)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="VectorTextEmbedding"):
+        TextEmbedding(envs)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="open action space"):
+        VectorDiscreteActions(gym.make_vec("DreamGym/WebArena-v0", num_envs=2, backend="scripted"))
+    with pytest.raises(ConfigError, match="fields"):
+        VectorTextEmbedding(envs, fields=("html",))  # type: ignore[arg-type]
+
+
+def test_disabled_autoreset_resets_only_the_masked_sub_envs() -> None:
+    envs = native(3, AutoresetMode.DISABLED)
+    obs, _ = envs.reset(seed=0)
+    for _ in range(3):  # max_steps=3: every sub-env ends by now (the scripted model may end one sooner)
+        live = ~envs.unwrapped._needs_reset  # type: ignore[attr-defined]
+        obs, _, terms, truncs, _ = envs.step(np.where(live, 0, 0))
+        if (terms | truncs).any():
+            break
+    done = terms | truncs
+    with pytest.raises(DreamGymError, match="reset_mask"):
+        envs.step(np.zeros(3, dtype=np.int64))
+    before = obs.copy()
+    obs, infos = envs.reset(options={"reset_mask": done})
+    assert infos["_task"].tolist() == done.tolist()  # infos only for the reset sub-envs
+    np.testing.assert_array_equal(obs[~done], before[~done])  # the others keep their observation
+    assert (infos["step"][done] == 0).all()
+    envs.step(np.zeros(3, dtype=np.int64))  # every sub-env may step again
+    with pytest.raises(ConfigError, match="reset_mask"):
+        envs.reset(options={"reset_mask": [1, 0, 1]})
+
+
+def test_same_step_infos_have_gymnasiums_layout() -> None:
+    ours = gym.make_vec(ENV_ID, num_envs=2, backend="scripted", max_steps=2, autoreset_mode="SameStep")
+    reference = SyncVectorEnv(
+        [lambda: DreamGymEnv("textworld", backend="scripted", max_steps=2)] * 2,
+        autoreset_mode=AutoresetMode.SAME_STEP,
+    )
+    ours.reset(seed=3)
+    reference.reset(seed=3)
+    for _ in range(2):
+        obs, *_, infos = ours.step(["look", "look"])
+        ref_obs, *_, ref_infos = reference.step(["look", "look"])
+    assert obs == ref_obs and "final_obs" in infos
+    assert list(infos["final_obs"]) == list(ref_infos["final_obs"])
+    assert infos["_final_obs"].tolist() == ref_infos["_final_obs"].tolist() == [True, True]
+    assert infos["final_info"]["step"].tolist() == ref_infos["final_info"]["step"].tolist() == [2, 2]
+    assert infos["step"].tolist() == [0, 0]  # the top level is the new episode's
+
+
+def test_bad_autoreset_mode_and_step_limit_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="autoreset_mode must be one of"):
+        DreamGymVectorEnv("textworld", 2, backend="scripted", autoreset_mode="Sometimes")
+    with pytest.raises(ConfigError, match="max_episode_steps must be a positive int"):
+        gym.make_vec(ENV_ID, num_envs=2, backend="scripted", max_episode_steps=0)
+
+
+# ------------------------------------------------------------------ step limits
+@pytest.mark.parametrize("env_id", sorted(BUILTIN_IDS))
+def test_each_id_registers_its_domains_step_limit(env_id: str) -> None:
+    name = BUILTIN_IDS[env_id]
+    assert gym.spec(env_id).max_episode_steps == get_domain(name).max_steps == BUILTIN_DOMAINS[name].max_steps
+    env = gym.make(env_id, backend="scripted")
+    assert env.spec is not None and env.spec.max_episode_steps == env.unwrapped.max_steps  # type: ignore[attr-defined]
+
+
+def test_single_env_truncates_once_at_the_limit_with_its_own_outcome() -> None:
+    env = gym.make("DreamGym/WebShop-v0", backend="scripted")
+    env.reset(seed=0)
+    truncated_at = []
+    for t in range(1, 16):
+        *_, terminated, truncated, _ = env.step("")  # an invalid action: counts, never terminates
+        if truncated:
+            truncated_at.append(t)
+    assert truncated_at == [15] and not terminated
+    assert env.unwrapped._ended  # type: ignore[attr-defined]  # the env's own limit fired, not only TimeLimit
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "limit"),
+    [
+        ({}, 50),
+        ({"max_episode_steps": 4}, 4),
+        ({"max_steps": 5}, 5),
+        ({"max_steps": 5, "max_episode_steps": 4}, 4),
+    ],
+)
+def test_vector_step_limit_is_the_smaller_of_max_steps_and_max_episode_steps(
+    kwargs: dict[str, int], limit: int
+) -> None:
+    envs = gym.make_vec(ENV_ID, num_envs=2, backend="scripted", **kwargs)
+    assert [env.max_steps for env in envs.unwrapped.envs] == [limit, limit]  # type: ignore[attr-defined]
