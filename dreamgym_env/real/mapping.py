@@ -5,17 +5,18 @@ HTML); a policy moves from simulator to real environment unchanged only if the r
 mapped into the same space. These functions do it by rules, one per engine format, and
 :class:`LLMStateExtractor` does it with an extraction prompt (as the paper does) for formats the rules
 do not cover. Everything here is pure text processing: no engine needs to be installed to use or test it.
+
+Text games and WebShop's text pages are mapped here; BrowserGym's accessibility tree in
+:mod:`~dreamgym_env.real.axtree` and the extraction prompt in :mod:`~dreamgym_env.real.extractor`
+(both re-exported here).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.domains.webshop import (
     render_done_page,
     render_item_page,
@@ -23,7 +24,8 @@ from dreamgym_env.domains.webshop import (
     render_search_page,
     render_sub_page,
 )
-from dreamgym_env.errors import ResponseFormatError
+from dreamgym_env.real.axtree import AXTREE_SKIPPED_ROLES, axtree_to_state
+from dreamgym_env.real.extractor import LLMStateExtractor
 
 __all__ = [
     "AXTREE_SKIPPED_ROLES",
@@ -34,6 +36,7 @@ __all__ = [
     "parse_webshop_text",
     "webshop_page_to_state",
 ]
+
 
 # --------------------------------------------------------------------------------------------------
 # Text games (ALFWorld, TextWorld)
@@ -199,214 +202,3 @@ def webshop_page_to_state(
     if page.kind == "done":
         return render_done_page(instruction, asin, dict(selected or {}), reward)
     return render_sub_page(instruction, asin, sub_page, page.text)
-
-
-# --------------------------------------------------------------------------------------------------
-# WebArena / BrowserGym: accessibility tree -> "[id] role: 'name'" listing
-# --------------------------------------------------------------------------------------------------
-
-AXTREE_SKIPPED_ROLES: frozenset[str] = frozenset(
-    {
-        "none",
-        "generic",
-        "presentation",
-        "LineBreak",
-        "InlineTextBox",
-        "ListMarker",
-        "group",
-        "paragraph",
-        "list",
-        "listitem",
-        "Section",
-        "div",
-        "RootWebArea",
-        "WebArea",
-        "ignored",
-        "main",
-        "navigation",
-        "banner",
-        "contentinfo",
-        "region",
-        "article",
-        "form",
-        "table",
-        "rowgroup",
-        "row",
-        "LayoutTable",
-        "LayoutTableRow",
-        "LayoutTableCell",
-    }
-)
-"""Container roles left out of the listing: their children carry the meaning (as in the paper's state)."""
-
-_INTERACTIVE = frozenset(
-    {
-        "button",
-        "link",
-        "textbox",
-        "searchbox",
-        "combobox",
-        "checkbox",
-        "radio",
-        "menuitem",
-        "tab",
-        "option",
-        "slider",
-        "spinbutton",
-        "switch",
-        "listbox",
-        "menuitemcheckbox",
-        "menuitemradio",
-        "treeitem",
-    }
-)
-
-
-def _ax_value(node: Mapping[str, Any], key: str) -> str:
-    value = node.get(key)
-    if isinstance(value, Mapping):
-        value = value.get("value", "")
-    return " ".join(str(value or "").split())
-
-
-def _quote(name: str) -> str:
-    return "'" + name.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def axtree_to_state(
-    axtree: Mapping[str, Any],
-    *,
-    url: str,
-    titles: Sequence[str] = (),
-    active_index: int = 0,
-    extra_properties: Mapping[str, Mapping[str, Any]] | None = None,
-    visible_only: bool = False,
-    max_elements: int = 200,
-) -> str:
-    """Map BrowserGym's accessibility tree to the WebArena domain's abstract page listing.
-
-    The listing is the simulated domain's: tab lines, ``URL: ...``, then one meaningful element a
-    line as ``[bid] role: 'name'``, where ``bid`` is BrowserGym's element id, so an action such as
-    ``click('12')`` acts on the element listed as ``[12]``. Containers (:data:`AXTREE_SKIPPED_ROLES`)
-    and ignored nodes are dropped; text repeating its parent's name is dropped; text that BrowserGym
-    gives no id (it cannot be acted on) is listed without brackets, as ``StaticText: 'Total: $12'``.
-
-    Args:
-        axtree: ``obs["axtree_object"]`` (Chrome DevTools ``{"nodes": [...]}`` with ``browsergym_id``).
-        url: ``obs["url"]``.
-        titles: ``obs["open_pages_titles"]``.
-        active_index: ``obs["active_page_index"]``.
-        extra_properties: ``obs["extra_element_properties"]`` (bid -> ``{"visibility", ...}``).
-        visible_only: Keep only elements BrowserGym reports at least half visible.
-        max_elements: Cut the listing after this many elements.
-    """
-    nodes = list(axtree.get("nodes", []))
-    by_id = {str(n.get("nodeId")): n for n in nodes}
-    lines = [f"Tab {i}{' (current)' if i == active_index else ''}: {t}" for i, t in enumerate(titles)] or [
-        "Tab 0 (current): "
-    ]
-    lines.append(f"URL: {url}")
-    count = 0
-
-    def visit(node: Mapping[str, Any], parent_name: str) -> None:
-        nonlocal count
-        role = _ax_value(node, "role")
-        name = _ax_value(node, "name")
-        bid = str(node.get("browsergym_id") or "")
-        keep = not node.get("ignored") and role not in AXTREE_SKIPPED_ROLES
-        if keep and role == "StaticText" and (not name or name in parent_name):
-            keep = False
-        if keep and not name and role not in _INTERACTIVE:
-            keep = False
-        if keep and visible_only and bid and extra_properties is not None:
-            keep = float(extra_properties.get(bid, {}).get("visibility", 1.0)) >= 0.5
-        if keep and count < max_elements:
-            lines.append(f"[{bid}] {role}: {_quote(name)}" if bid else f"{role}: {_quote(name)}")
-            count += 1
-        for child_id in node.get("childIds", []):
-            child = by_id.get(str(child_id))
-            if child is not None:
-                visit(child, name if keep or role in AXTREE_SKIPPED_ROLES and name else parent_name)
-
-    if nodes:
-        visit(nodes[0], "")
-    return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------------------------------
-# LLM extraction (the paper's alternative to rules)
-# --------------------------------------------------------------------------------------------------
-
-_EXTRACTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"state": {"type": "string"}},
-    "required": ["state"],
-    "additionalProperties": False,
-}
-
-
-class LLMStateExtractor:
-    """Map a raw real observation to the abstract state with an extraction prompt.
-
-    The prompt gives the domain's own description of the simulated world (which includes its state
-    format and an example) and asks the model to rewrite the raw observation in that format, keeping
-    every fact and element id an agent needs and dropping markup. The request uses the same backends
-    as the experience model (a vLLM server over HTTP, or the scripted fake in tests) with a JSON schema
-    ``{"state": str}``.
-
-    Args:
-        backend: A :class:`~dreamgym_env.experience.backends.Backend`.
-        domain: The domain whose state format to produce.
-        max_raw_chars: Longest raw observation sent; longer ones are cut.
-
-    Example:
-        >>> extractor = LLMStateExtractor(make_backend(BackendConfig(base_url=...)), "webarena")
-        >>> state = extractor(raw_html_or_axtree_text)
-    """
-
-    def __init__(self, backend: Any, domain: str | Domain, *, max_raw_chars: int = 24_000) -> None:
-        self.backend = backend
-        self.domain = get_domain(domain)
-        self.max_raw_chars = max_raw_chars
-
-    def messages(self, raw: str) -> list[dict[str, str]]:
-        """The extraction prompt: fixed system text first (prefix-cache friendly), the observation last."""
-        system = (
-            "You convert raw observations of a real environment into the abstract text state an agent and a "
-            "simulator share. Here is how that environment and its state format are described:\n\n"
-            f"{self.domain.instructions}\n\n"
-            "Rewrite the raw observation you receive in exactly that state format. Keep every fact, number, "
-            "product id and element id an agent would need; drop markup, scripts, styling and boilerplate; "
-            'invent nothing. Answer with JSON {"state": "..."}.'
-        )
-        return [{"role": "system", "content": system}, {"role": "user", "content": raw[: self.max_raw_chars]}]
-
-    async def aextract(self, raw: str) -> str:
-        """Coroutine form of :meth:`__call__`."""
-        from dreamgym_env.experience.backends import CompletionRequest
-
-        request = CompletionRequest(
-            messages=self.messages(raw), json_schema=_EXTRACTION_SCHEMA, schema_name="abstract_state"
-        )
-        completion = await self.backend.acomplete(request)
-        try:
-            state = json.loads(completion.text)["state"]
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ResponseFormatError(
-                f"The extraction model did not answer {{'state': str}}: {e}", raw_output=completion.text
-            ) from e
-        if not isinstance(state, str) or not state.strip():
-            raise ResponseFormatError(
-                "The extraction model returned an empty state.", raw_output=completion.text
-            )
-        return state.strip()
-
-    def __call__(self, raw: str) -> str:
-        """Return the abstract state for ``raw``.
-
-        Raises:
-            ResponseFormatError: The model's answer is not ``{"state": "<non-empty text>"}``.
-        """
-        from dreamgym_env._runner import run_sync
-
-        return run_sync(self.aextract(raw))
