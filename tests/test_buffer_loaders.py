@@ -329,3 +329,17 @@ def test_webshop_session_goal_facts_reach_the_simulator():
     assert f"- options: {goal['goal_options']}" in facts
     assert f"- attributes: {goal['attributes']}" in facts and f"- price_upper: {goal['price_upper']}" in facts
     assert facts == domain.describe_task(load_webshop_goals(log)[0])
+
+
+@needs_data
+def test_imported_transitions_carry_the_stored_form_build_sft_reads():
+    """Loaders write through Transition.of_step: task facts and both admissible lists under the same keys."""
+    keys = {"task_metadata", "admissible_actions", "prev_admissible_actions"}
+    alfworld, _ = _records(ALFWORLD)
+    first = alfworld[0].transitions[0]
+    assert set(first.metadata) >= keys and first.metadata["origin"] == "alfworld-react"
+    assert first.task_metadata["task_type"] == "pick_and_place_simple"
+    assert first.task_metadata["object"] == "spraybottle"
+    webshop, _ = _records(SESSIONS)
+    assert all(set(t.metadata) >= keys for r in webshop for t in r.transitions)
+    assert any(r.transitions[0].task_metadata for r in webshop)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from dreamgym_env.buffer.loaders.base import LoadIssue, Record, iter_json_lines, read_text
-from dreamgym_env.types import Transition
+from dreamgym_env.types import Task, Transition
 
 __all__ = ["load_agentgym", "split_thought_action"]
 
@@ -69,6 +69,7 @@ def _record_transitions(record: Any, index: int, domain: str | None) -> list[Tra
     task = turns[start]["value"].strip()
     reward = record.get("reward")
     success = record.get("success")
+    goal = Task(task_id=f"{domain}:{record_id}", domain=domain, instruction=task)
     transitions: list[Transition] = []
     i = start
     while i + 1 < len(turns):
@@ -80,10 +81,8 @@ def _record_transitions(record: Any, index: int, domain: str | None) -> list[Tra
         done = not has_next
         final_reward = float(reward) if done and isinstance(reward, int | float) else 0.0
         transitions.append(
-            Transition(
-                domain=domain,
-                task_id=f"{domain}:{record_id}",
-                task=task,
+            Transition.of_step(
+                goal,
                 episode_id=f"agentgym:{record_id}",
                 step=len(transitions),
                 state=state["value"].strip(),

@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dreamgym_env.buffer.loaders.base import LoadIssue, Record, line_of_key, read_text
-from dreamgym_env.types import Transition
+from dreamgym_env.domains.tasks import parse_alfworld_goal
+from dreamgym_env.types import Task, Transition
 
 __all__ = ["load_alfworld_react", "parse_react_transcript"]
 
@@ -68,6 +69,9 @@ def _transitions(name: str, text: str, domain: str) -> list[Transition]:
     task, steps = parse_react_transcript(text)
     style, _, rest = name.partition("_")
     task_type = rest.rsplit("_", 1)[0] if rest else ""
+    goal = Task(
+        task_id=f"alfworld:{task}", domain=domain, instruction=task, metadata=parse_alfworld_goal(task) or {}
+    )
     transitions = []
     for step, (state, action, next_state, thoughts) in enumerate(steps):
         last = step == len(steps) - 1
@@ -77,10 +81,8 @@ def _transitions(name: str, text: str, domain: str) -> list[Transition]:
         if thoughts:
             metadata["agent_thoughts"] = thoughts
         transitions.append(
-            Transition(
-                domain=domain,
-                task_id=f"alfworld:{task}",
-                task=task,
+            Transition.of_step(
+                goal,
                 episode_id=f"alfworld-react:{name}",
                 step=step,
                 state=state,

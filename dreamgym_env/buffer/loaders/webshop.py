@@ -42,7 +42,7 @@ from dreamgym_env.domains.webshop import (
     session_goal_metadata,
     webshop_task_id,
 )
-from dreamgym_env.types import Transition
+from dreamgym_env.types import Task, Transition
 
 __all__ = ["load_webshop_il", "load_webshop_session", "render_session_page"]
 
@@ -176,7 +176,12 @@ def load_webshop_session(path: Path, *, domain: str | None = None) -> Iterator[R
         yield LoadIssue(str(path), pages[0][0], "goal has no 'instruction_text'; session skipped")
         return
     session = path.stem
-    metadata = {"task_metadata": session_goal_metadata(goal), "origin": "webshop-human-session"}
+    task = Task(
+        task_id=webshop_task_id(session),
+        domain=domain or "webshop",
+        instruction=instruction,
+        metadata=session_goal_metadata(goal),
+    )
     transitions: list[Transition] = []
     for (_, before), (number, after) in zip(pages, pages[1:], strict=False):
         reward = float(after.get("reward", 0.0)) if after["page"] == "done" else None
@@ -194,10 +199,8 @@ def load_webshop_session(path: Path, *, domain: str | None = None) -> Iterator[R
             return
         done = after["page"] == "done"
         transitions.append(
-            Transition(
-                domain=domain or "webshop",
-                task_id=webshop_task_id(session),
-                task=instruction,
+            Transition.of_step(
+                task,
                 episode_id=f"webshop-session:{session}",
                 step=len(transitions),
                 state=state,
@@ -207,7 +210,7 @@ def load_webshop_session(path: Path, *, domain: str | None = None) -> Iterator[R
                 done=done,
                 success=done and (reward or 0.0) >= 1.0,
                 source="offline",
-                metadata={**metadata, **(_purchase(after) if done else {})},
+                metadata={"origin": "webshop-human-session", **(_purchase(after) if done else {})},
             )
         )
     yield Record(transitions, str(path), pages[0][0])
