@@ -138,3 +138,19 @@ def test_sim_and_real_pass_check_env(pair: tuple[EpisodeEnv, EpisodeEnv, str]) -
     sim, real, _ = pair
     check_env(sim, skip_render_check=True)
     check_env(real, skip_render_check=True)
+
+
+def test_long_states_are_cut_at_the_same_end_in_sim_and_real() -> None:
+    """Both keep a state's head (page header, room, task) and drop its tail; the feedback never cuts it."""
+    from dreamgym_env.real.webshop import WebShopRealEnv
+
+    full_sim, _ = DreamGymEnv("webshop", backend="scripted").reset(seed=0)
+    full_real, _ = WebShopRealEnv(FakeWebShop()).reset(seed=0)
+    sim = DreamGymEnv("webshop", backend="scripted", max_state_chars=20)
+    real = WebShopRealEnv(FakeWebShop(), max_state_chars=20)
+    assert sim.observation_space == real.observation_space
+    for env, full in ((sim, full_sim), (real, full_real)):
+        obs, _ = env.reset(seed=0)
+        assert len(full) > 20 and obs == full[:20]
+        feedback, *_ = env.step("dance!")
+        assert feedback.startswith("[Invalid action]") and feedback.endswith("\n\n" + full[:20])
