@@ -301,3 +301,20 @@ def test_health_cooldown_then_a_single_probe():
     assert health.down() == [1]
     now[0] = 41.5
     assert health.down() == []
+
+
+def test_run_sync_cancels_the_work_it_stops_waiting_for():
+    from dreamgym_env._runner import run_sync
+
+    cancelled = threading.Event()
+
+    async def forever():
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    with pytest.raises(TimeoutError, match="cancelled"):
+        run_sync(forever(), timeout=0.2)
+    assert cancelled.wait(5)

@@ -230,7 +230,8 @@ class OpenAIBackend(Backend):
         async with state.semaphore:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.deadline
-            gave_up = f"{cfg.max_retries} retries of each endpoint spent"
+            gave_up = f"every endpoint was tried {cfg.max_retries + 1} time(s)"
+            out_of_time = False
             for round_ in range(cfg.max_retries + 1):
                 tried: set[int] = set()
                 hints: list[float | None] = []
@@ -238,13 +239,14 @@ class OpenAIBackend(Backend):
                 while (index := self.health.pick(route, tried)) is not None:
                     tried.add(index)
                     url = cfg.base_url[index]
-                    if failed is not None:
-                        logger.warning("%s; failing over to %s", failed, url)
                     remaining = deadline - loop.time()
                     if remaining <= 0:
                         self.health.released(index)
-                        failed, gave_up = None, f"the deadline of {self.deadline:g}s passed"
+                        out_of_time, gave_up = True, f"the deadline of {self.deadline:g}s passed"
                         break
+                    if failed is not None:
+                        logger.warning("%s; failing over to %s", failed, url)
+                        failed = None
                     try:
                         completion = await self._attempt(state, index, kwargs, min(cfg.timeout, remaining))
                     except _Retryable as e:
@@ -258,9 +260,13 @@ class OpenAIBackend(Backend):
                         raise
                     self._answered(request.episode_id, index)
                     return completion
-                if round_ == cfg.max_retries or gave_up.startswith("the deadline"):
+                if round_ == cfg.max_retries or out_of_time:
                     if failed is not None:
-                        logger.warning("%s; no endpoint left to try", failed)
+                        logger.warning(
+                            "%s; %s",
+                            failed,
+                            "the deadline passed" if out_of_time else "no endpoint left to try",
+                        )
                     break
                 wait = min(cfg.retry_backoff * 2**round_, _MAX_BACKOFF)
                 if hints and all(h is not None for h in hints):  # every endpoint said when to come back
