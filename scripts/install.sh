@@ -18,4 +18,4 @@ if ! .venv/bin/python -c "import vllm" >/dev/null 2>&1; then
   # PyPI's torchvision does not import beside the CPU torch build; triton is unused on a CPU.
   "${PIP[@]}" uninstall -y torchvision torchaudio torchcodec triton >/dev/null 2>&1 || true
 fi
-"${PIP[@]}" install -e ".[dev,buffer,plot,yaml,distributed,rllib,postgres,sb3,train]"
+"${PIP[@]}" install -e ".[dev,buffer,plot,yaml,distributed,rllib,postgres,sb3,train,grpo]"

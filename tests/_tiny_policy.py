@@ -26,8 +26,14 @@ CORPUS = (
 ADDED_TOKENS = ("<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>", "</tool_response>")
 
 
-def tiny_tokenizer() -> Any:
-    """A byte-level BPE with Qwen3's chat template (as TRL ships it); eos ``<|im_end|>``."""
+def tiny_tokenizer(texts: Sequence[str] = (), tool_actions: Sequence[str] = ()) -> Any:
+    """A byte-level BPE with Qwen3's chat template (as TRL ships it); eos ``<|im_end|>``.
+
+    Args:
+        texts: More text to train the BPE on (the prompts a test renders), so they stay short.
+        tool_actions: Actions whose whole ``act`` call (:func:`tool_call`) becomes one token, so a
+            policy learns to call the tool in a few optimizer steps.
+    """
     import tokenizers
     import transformers
     from trl.chat_template_utils import qwen3_chat_template
@@ -37,10 +43,10 @@ def tiny_tokenizer() -> Any:
     tok = train_bpe_tokenizer(
         transformers,
         tokenizers,
-        CORPUS * 20,
-        vocab_size=400,
+        [*CORPUS * 20, *texts],
+        vocab_size=1000 if texts else 400,
         model_max_length=2048,
-        added_tokens=ADDED_TOKENS,
+        added_tokens=(*[tool_call(a) for a in tool_actions], *ADDED_TOKENS),
     )
     tok.chat_template = qwen3_chat_template
     tok.padding_side = "left"
@@ -74,7 +80,13 @@ def tool_call(action: str) -> str:
 
 
 def teach_tool_calls(
-    model: Any, tok: Any, prompts: Sequence[list[dict[str, str]]], actions: Sequence[str], steps: int = 150
+    model: Any,
+    tok: Any,
+    prompts: Sequence[list[dict[str, str]]],
+    actions: Sequence[str],
+    *,
+    tools: Sequence[Any] | None = None,
+    steps: int = 150,
 ) -> float:
     """Fit ``model`` to answer every prompt with an ``act`` call of one of ``actions``; return the last loss.
 
@@ -87,7 +99,13 @@ def teach_tool_calls(
     torch.manual_seed(0)
     rows = []
     for prompt in prompts:
-        ids = tok.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=False)
+        ids = tok.apply_chat_template(
+            prompt,
+            tools=list(tools) if tools else None,
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
+        )
         for action in actions:
             answer = tok(tool_call(action), add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
             rows.append((list(ids), answer))
