@@ -348,6 +348,9 @@ _TEMP = re.compile(r"^\.(?P<domain>[0-9a-f]*)\.(?P<pid>\d+)\.[0-9a-f]+\.tmp$")
 _LEGACY_TEMP = re.compile(r"^tmp\w+\.tmp$")
 _LEGACY_TEMP_AGE_S = 600.0  # older temporaries name no writer: past this age no save can still be writing
 
+_RETRAIN_NICE = 10
+"""How much lower than its process a background retrain runs (``nice`` increment)."""
+
 LoadShard = Callable[[str, int], tuple[np.ndarray, np.ndarray]]
 """Returns (ids, vectors) of a domain's stored rows with ``id <= max_id``: how a shard is rebuilt or
 retrained over exactly the rows it holds."""
@@ -468,6 +471,11 @@ class ShardedIndex:
 
         def train() -> None:
             try:
+                # Lower this thread's priority (Linux: per thread, inherited by faiss's OpenMP workers),
+                # so the steps the old shard still serves win the cores the training competes for.
+                with contextlib.suppress(AttributeError, OSError):
+                    nice = min(os.getpriority(os.PRIO_PROCESS, 0) + _RETRAIN_NICE, 19)
+                    os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
                 if self.config.threads is not None:  # OpenMP settings are per thread
                     import_faiss().omp_set_num_threads(self.config.threads)
                 job.result = self._build("ivf", *self._load_shard(domain, max_id))

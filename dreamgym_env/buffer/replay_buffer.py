@@ -205,7 +205,8 @@ class ReplayBuffer:
     def _load_shard(self, domain: str, max_id: int) -> tuple[np.ndarray, np.ndarray]:
         """A domain's stored rows with ``id <= max_id`` (what its shard holds): ids and vectors."""
         rows: list[StoredRow] = []
-        for batch in self.store.rows_after(0):
+        # Small reads: this runs beside searches when retraining, and each read holds the store's lock.
+        for batch in self.store.rows_after(0, batch_size=2048):
             rows.extend(row for row in batch if row.domain == domain and row.id <= max_id)
             if batch[-1].id >= max_id:
                 break
