@@ -215,7 +215,11 @@ def import_files(
         for item in iter_records(paths, fmt, domain=domain):
             if isinstance(item, LoadIssue):
                 if strict:
-                    raise DataFormatError(item.message, path=item.path, line=item.line)
+                    raise DataFormatError(
+                        f"{item.message} (strict mode: the import stopped here and wrote nothing)",
+                        path=item.path,
+                        line=item.line,
+                    )
                 report.issues.append(item)
                 continue
             report.records += 1
