@@ -396,19 +396,25 @@ class ReplayBuffer:
             return AddResult(stored, duplicates, counts["filtered"], evicted)
         stored = duplicates = evicted = 0
         with self._lock:
-            with self.store.transaction():
-                for batch in itertools.chain((first, second), stream):
-                    keys = [dedup_key(t, self.config.dedup) for t in batch]
-                    vectors = self._embed_keys(
-                        [t.state for t in batch], [t.action for t in batch], remember=False
-                    )
-                    ids, gone = self.store.insert(batch, keys, vectors, self.config.max_synthetic)
-                    new = sum(i is not None for i in ids)
-                    stored, duplicates, evicted = (
-                        stored + new,
-                        duplicates + len(batch) - new,
-                        evicted + len(gone),
-                    )
+            try:
+                with self.store.transaction():
+                    for batch in itertools.chain((first, second), stream):
+                        keys = [dedup_key(t, self.config.dedup) for t in batch]
+                        vectors = self._embed_keys(
+                            [t.state for t in batch], [t.action for t in batch], remember=False
+                        )
+                        ids, gone = self.store.insert(batch, keys, vectors, self.config.max_synthetic)
+                        new = sum(i is not None for i in ids)
+                        stored, duplicates, evicted = (
+                            stored + new,
+                            duplicates + len(batch) - new,
+                            evicted + len(gone),
+                        )
+            except BaseException:
+                # Rolled back: a store counting its own commits (PostgreSQL) has counted these, so the
+                # next look at data_version must not trust the last one seen.
+                self._seen_version = None
+                raise
             # Committed: the index reads the new rows back (and anyone else's), never ones rolled back.
             if not self._closed:
                 self._catch_up()
