@@ -76,6 +76,21 @@ def test_sb3_make_vec_env_trains_ppo(vec_env: str) -> None:
         envs.close()
 
 
+def test_sb3_subproc_workers_find_the_id_through_its_module() -> None:
+    """A fresh worker process knows the DreamGym ids once ``dreamgym_env:`` in the id imports it."""
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    envs = make_vec_env(
+        "dreamgym_env:DreamGym/TextWorld-v0", n_envs=2, env_kwargs=SCRIPTED, vec_env_cls=SubprocVecEnv
+    )
+    try:
+        obs = envs.reset()
+        assert len(obs) == 2 and all("Your task is to:" in o for o in obs)
+    finally:
+        envs.close()
+
+
 # ---------------------------------------------------------------------------------- RLlib
 @pytest.fixture(scope="module")
 def ray_local():  # type: ignore[no-untyped-def]
