@@ -191,7 +191,9 @@ class PostgresTransitionStore:
         evicted: list[int] = []
         try:
             with self._db.write() as conn:
-                returned = conn.execute(_INSERT, columns).fetchall() if transitions else []
+                returned = (
+                    conn.cursor(binary=True).execute(_INSERT, columns).fetchall() if transitions else []
+                )
                 new_ids = {bytes(key): int(row_id) for row_id, key in returned}
                 ids: list[int | None] = []
                 for key in keys:  # a key repeated within the batch: its first occurrence is stored
