@@ -1,11 +1,18 @@
+import numpy as np
 import pytest
 
-from dreamgym_env.curriculum.validators import check_instruction, register_validator, validate_task
-from dreamgym_env.domains import get_domain
+from dreamgym_env.curriculum.formats import GENERIC_FORMAT, get_format
+from dreamgym_env.curriculum.validators import (
+    check_instruction,
+    get_validator,
+    register_validator,
+    validate_task,
+)
+from dreamgym_env.domains import BUILTIN_DOMAINS, get_domain
 from dreamgym_env.types import Task
 
 
-@pytest.mark.parametrize("domain", ["webshop", "alfworld", "webarena"])
+@pytest.mark.parametrize("domain", sorted(BUILTIN_DOMAINS))
 def test_every_seed_task_passes(domain):
     for task in get_domain(domain).seed_tasks():
         assert validate_task(task) is None, task.task_id
@@ -169,3 +176,84 @@ def test_custom_domain_validator_is_used():
     assert validate_task(Task(task_id="x", domain="toy", instruction="walk to the next room")) is None
     # A domain without a validator gets the instruction check only.
     assert validate_task(Task(task_id="x", domain="other", instruction="zz")) is not None
+
+
+# ---------------------------------------------------------------------------------------------- the table
+@pytest.mark.parametrize("domain", sorted(BUILTIN_DOMAINS))
+def test_every_built_in_domain_has_its_own_format_and_validator(domain):
+    fmt = get_format(domain)
+    assert fmt is not GENERIC_FORMAT and fmt is get_format(domain)
+    assert get_validator(domain) is not None
+    for task in get_domain(domain).seed_tasks():
+        variant = fmt.model.model_validate(fmt.describe(task))  # a seed task reads as a variant
+        assert fmt.to_metadata(variant, task) is not None
+
+
+def test_variant_enums_are_the_domains_own():
+    from dreamgym_env.domains.alfworld_tasks import ALFWORLD_TASK_TYPES
+    from dreamgym_env.domains.webarena import DEFAULT_SITE_URLS
+    from dreamgym_env.domains.webshop import WEBSHOP_CATEGORIES
+
+    def enum(domain, field):
+        schema = get_format(domain).model.model_json_schema()["properties"][field]
+        return set(schema.get("items", schema)["enum"])
+
+    assert enum("alfworld", "task_type") == set(ALFWORLD_TASK_TYPES)
+    assert enum("webarena", "sites") == set(DEFAULT_SITE_URLS) - {"homepage"}
+    assert enum("webshop", "category") == set(WEBSHOP_CATEGORIES)
+
+
+# ---------------------------------------------------------------------------------------------- TextWorld
+_ROOM = (
+    "-= Kitchen =-\nYou are in a kitchen. A normal kind of place.\n"
+    "You see a closed chest. On the table, you see a red apple.\nThere is an exit to the east.\n\n"
+    "You are carrying nothing."
+)
+
+
+def _game_task(quest="take the red apple from the table and eat it."):
+    return Task(
+        task_id="textworld-game-1",
+        domain="textworld",
+        instruction=quest,
+        metadata={
+            "game_file": "/games/game-1.z8",
+            "initial_observation": f"{_ROOM}\n\nYour task is to: {quest}",
+            "initial_admissible": ["open chest", "take red apple from table"],
+        },
+    )
+
+
+def test_a_textworld_variant_starts_in_the_parent_room_with_its_own_quest():
+    parent = _game_task()
+    fmt = get_format("textworld")
+    quest = "open the chest and take the key from it."
+    variant = fmt.model.model_validate({"object": "key", "instruction": quest})
+    metadata = fmt.to_metadata(variant, parent)
+    child = Task(
+        task_id="c", domain="textworld", instruction=quest, metadata=metadata, parent_id=parent.task_id
+    )
+    start = get_domain("textworld").initial_state(child, np.random.default_rng(0))
+    assert start.state.startswith("-= Kitchen =-") and start.state.endswith(f"Your task is to: {quest}")
+    assert parent.instruction not in start.state
+    assert "game_file" not in metadata  # the real game plays the parent's quest, not this one
+    assert start.admissible_actions == parent.metadata["initial_admissible"]
+    assert validate_task(child) is None
+
+
+@pytest.mark.parametrize(
+    "change, fragment",
+    [
+        ({}, None),
+        ({"instruction": "the apple is a lovely fruit to have"}, "no TextWorld command"),
+        ({"metadata": {"object": "sword"}}, "does not name its object 'sword'"),
+        ({"instruction": "open the chest and take the key from it."}, "first state gives another quest"),
+    ],
+)
+def test_textworld_validator(change, fragment):
+    task = _game_task()
+    update = {**change}
+    if "metadata" in change:
+        update["metadata"] = {**task.metadata, **change["metadata"]}
+    reason = validate_task(task.model_copy(update=update))
+    assert reason is None if fragment is None else fragment in reason, reason

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dreamgym_env.domains import get_domain
+from dreamgym_env.domains import BUILTIN_DOMAINS, get_domain, load_entry_point
 from dreamgym_env.domains.alfworld import ALFWorldDomain
 from dreamgym_env.domains.tasks import (
     ALFWORLD_TASK_TYPES,
@@ -27,7 +27,7 @@ from dreamgym_env.types import Task
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"benchmark data not found at {DATA}")
 
-DOMAINS = ["webshop", "alfworld", "webarena"]
+DOMAINS = sorted(BUILTIN_DOMAINS)
 
 
 def rng(seed: int) -> np.random.Generator:
@@ -52,6 +52,52 @@ def test_registry_builds_each_domain(name, cls, env_id, max_steps):
     assert len(domain.instructions) > 1000  # the experience model's system text is substantial
     assert "done" in domain.instructions and "success" in domain.instructions
     assert "admissible_actions" in domain.instructions
+
+
+@pytest.mark.parametrize("name", DOMAINS)
+def test_the_domain_table_row_matches_the_domain_and_what_is_registered(name):
+    import gymnasium as gym
+
+    import dreamgym_env  # noqa: F401 - registers the ids
+    from dreamgym_env.real import REAL_IDS
+
+    row = BUILTIN_DOMAINS[name]
+    domain = get_domain(name)
+    assert (domain.env_id, domain.max_steps) == (row.env_id, row.max_steps)
+    assert type(domain) is load_entry_point(row.entry_point)
+    sim = gym.spec(row.env_id)
+    assert sim.kwargs["domain"] == name and sim.max_episode_steps == row.max_steps
+    real = gym.spec(row.real.env_id)
+    assert real.entry_point == row.real.entry_point == REAL_IDS[row.real.env_id]
+    assert real.nondeterministic == row.real.nondeterministic
+    assert callable(load_entry_point(row.validator))
+    assert load_entry_point(row.task_format).model is not None
+
+
+def test_every_real_id_belongs_to_a_built_in_domain():
+    from dreamgym_env.real import REAL_IDS
+
+    assert set(REAL_IDS) == {row.real.env_id for row in BUILTIN_DOMAINS.values()}
+    assert len(REAL_IDS) == len(BUILTIN_DOMAINS)
+
+
+def test_textworld_quest_lines_and_verbs():
+    from dreamgym_env.domains.textworld import (
+        TEXTWORLD_VERBS,
+        render_textworld_start,
+        state_quest,
+        with_quest,
+    )
+
+    start = render_textworld_start("-= Hall =-\nA hall.", "take the  key.", "You are carrying nothing.")
+    assert state_quest(start) == "take the key."
+    changed = with_quest(start, "eat the apple.")
+    assert state_quest(changed) == "eat the apple." and changed.startswith("-= Hall =-")
+    assert changed.count("Your task is to:") == 1
+    assert state_quest(with_quest("-= Hall =-", "go east.")) == "go east."
+    assert state_quest("You open the chest.") is None
+    grammar = " ".join(get_domain("textworld").action_patterns)
+    assert all(verb in grammar for verb in TEXTWORLD_VERBS)
 
 
 # ------------------------------------------------------------------------------------------------ grammars

@@ -177,6 +177,15 @@ def test_reregistering_replaces_the_domain():
     assert gym.make(second, backend=ScriptedBackend()).unwrapped.max_steps == 5
 
 
+def test_a_spec_id_is_registered_like_a_built_in_one():
+    env_id = register_domain(minimal(name="limit_desk", max_steps=7))
+    spec, builtin = gym.spec(env_id), gym.spec("DreamGym/WebShop-v0")
+    assert spec.max_episode_steps == 7 and builtin.max_episode_steps == 15
+    for field in ("entry_point", "vector_entry_point", "nondeterministic"):
+        assert getattr(spec, field) == getattr(builtin, field)
+    assert spec.kwargs == {"domain": "limit_desk"}
+
+
 def test_json_spec_without_yaml(tmp_path, monkeypatch):
     path = tmp_path / "desk.json"
     path.write_text(json.dumps(minimal(name="json_desk")))

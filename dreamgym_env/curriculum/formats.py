@@ -2,8 +2,11 @@
 
 The generator asks the model for variants in the shape of the domain's seed-task metadata (WebShop
 attributes, options and price limit; ALFWorld task type, object and target; WebArena sites, start URL
-and evaluation), so the validators can check the facts the simulator will rely on. A domain without a
-format here gets :data:`GENERIC_FORMAT`: the instruction only, metadata copied from the parent.
+and evaluation; TextWorld the quest's object, in the parent's first room), so the validators can check
+the facts the simulator will rely on. Which format a built-in domain uses is a column of the domain
+table (:data:`dreamgym_env.domains.BUILTIN_DOMAINS`); the fields' choices are the domain's own
+constants (ALFWorld's task types, WebArena's sites, WebShop's categories). A domain without a format
+gets :data:`GENERIC_FORMAT`: the instruction only, metadata copied from the parent.
 """
 
 from __future__ import annotations
@@ -11,14 +14,37 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dreamgym_env.domains.webshop import OPTIONS_KEY
+from dreamgym_env.domains import BUILTIN_DOMAINS, load_entry_point
+from dreamgym_env.domains.alfworld_tasks import ALFWORLD_TASK_TYPES
+from dreamgym_env.domains.textworld import with_quest
+from dreamgym_env.domains.webarena import DEFAULT_SITE_URLS
+from dreamgym_env.domains.webshop import OPTIONS_KEY, WEBSHOP_CATEGORIES
 from dreamgym_env.types import Task
 
-__all__ = ["GENERIC_FORMAT", "VariantFormat", "get_format", "register_format", "strict_json_schema"]
+__all__ = [
+    "ALFWORLD_FORMAT",
+    "GENERIC_FORMAT",
+    "TEXTWORLD_FORMAT",
+    "WEBARENA_FORMAT",
+    "WEBSHOP_FORMAT",
+    "VariantFormat",
+    "get_format",
+    "register_format",
+    "strict_json_schema",
+]
+
+if TYPE_CHECKING:
+    _ALFWorldTaskType = str
+    _WebArenaSite = str
+    _WebShopCategory = str
+else:  # the choices are the domains' own tables, so the schema cannot drift from them
+    _ALFWorldTaskType = Literal[ALFWORLD_TASK_TYPES]
+    _WebArenaSite = Literal[tuple(sorted(set(DEFAULT_SITE_URLS) - {"homepage"}))]
+    _WebShopCategory = Literal[tuple(sorted(WEBSHOP_CATEGORIES))]
 
 _Instruction = Field(description="The task as the agent reads it.", min_length=1, max_length=300)
 _Phrase = Field(max_length=40)
@@ -29,7 +55,7 @@ class WebShopVariant(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    category: str = Field(max_length=20, description="fashion, beauty, grocery, electronics or garden.")
+    category: _WebShopCategory = Field(description="The product category.")
     attributes: list[str] = Field(max_length=6, description="Product attributes the goal requires.")
     options: list[str] = Field(max_length=6, description="Options to select: size, colour, count...")
     price_upper: float = Field(description="Price limit in dollars, as stated in the instruction.")
@@ -41,14 +67,7 @@ class ALFWorldVariant(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    task_type: Literal[
-        "pick_and_place_simple",
-        "pick_clean_then_place_in_recep",
-        "pick_heat_then_place_in_recep",
-        "pick_cool_then_place_in_recep",
-        "look_at_obj_in_light",
-        "pick_two_obj_and_place",
-    ]
+    task_type: _ALFWorldTaskType
     object: str = Field(max_length=20, description="Lowercase ALFRED object type, e.g. 'mug'.")
     target: str = Field(max_length=20, description="Target receptacle, or the lamp for look_at_obj_in_light.")
     instruction: str = _Instruction
@@ -59,14 +78,21 @@ class WebArenaVariant(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    sites: list[Literal["shopping", "shopping_admin", "gitlab", "reddit", "map", "wikipedia"]] = Field(
-        min_length=1, max_length=2
-    )
+    sites: list[_WebArenaSite] = Field(min_length=1, max_length=2)
     start_url: str = Field(
         max_length=120, description="Start page, with the site placeholder: '__GITLAB__/...'."
     )
     eval_type: Literal["string_match", "url_match", "program_html"]
     reference: str = Field(max_length=120, description="Answer, URL to reach, or how to check the change.")
+    instruction: str = _Instruction
+
+
+class TextWorldVariant(BaseModel):
+    """A TextWorld quest, played from the parent's first room."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    object: str = Field(max_length=40, description="The thing the quest is about, named as the game does.")
     instruction: str = _Instruction
 
 
@@ -165,40 +191,77 @@ def _webarena_metadata(v: BaseModel, parent: Task) -> dict[str, Any]:
     return {"sites": list(v.sites), "start_url": v.start_url.strip(), "eval": evaluation}
 
 
-_FORMATS: dict[str, VariantFormat] = {
-    "webshop": VariantFormat(
-        WebShopVariant,
-        "A WebShop goal names one product, 1-6 attributes it must have (e.g. 'gluten free', 'long lasting') "
-        "and 0-6 options to select (size, colour, count), and ends with 'and price lower than X.00 dollars'. "
-        "Every attribute and option appears in the instruction word for word, and price_upper is the same "
-        "number as in the instruction. category is one of fashion, beauty, grocery, electronics, garden.",
-        _webshop_describe,
-        _webshop_metadata,
-    ),
-    "alfworld": VariantFormat(
-        ALFWorldVariant,
-        "ALFWorld tasks are one of six types: pick_and_place_simple, pick_clean_then_place_in_recep (clean "
-        "at a sinkbasin), pick_heat_then_place_in_recep (heat in a microwave), pick_cool_then_place_in_recep "
-        "(cool in a fridge), look_at_obj_in_light, pick_two_obj_and_place. Objects and receptacles are "
-        "lowercase ALFRED names (apple, mug, soapbar; countertop, cabinet, diningtable). target is the "
-        "receptacle, or the lamp (desklamp or floorlamp) for look_at_obj_in_light. The instruction uses "
-        "ALFWorld's phrasing: 'put a clean mug in coffeemachine.', 'heat some potato and put it in "
-        "diningtable.', 'look at book under the desklamp.', 'put two pillow in sofa.'.",
-        _alfworld_describe,
-        _alfworld_metadata,
-    ),
-    "webarena": VariantFormat(
-        WebArenaVariant,
-        "WebArena tasks run on one or two of these sites: shopping (an online store), shopping_admin (its "
-        "admin panel), gitlab, reddit (a forum site), map (OpenStreetMap) and wikipedia. start_url is a page "
-        "of a listed site written with its placeholder ('__SHOPPING__', '__GITLAB__/byteblaze/dotfiles'). "
-        "eval_type: string_match for questions (reference: the answer if known, else empty), url_match for "
-        "tasks that end on a page (reference: that URL), program_html for tasks that change the site "
-        "(reference: how to check the change).",
-        _webarena_describe,
-        _webarena_metadata,
-    ),
-}
+def _textworld_describe(task: Task) -> dict[str, Any]:
+    return {"object": task.metadata.get("object", ""), "instruction": task.instruction}
+
+
+def _textworld_metadata(v: BaseModel, parent: Task) -> dict[str, Any]:
+    """The parent's facts with the new quest: same first room, its quest line rewritten.
+
+    The parent's ``game_file`` is dropped: the real game plays the parent's quest, not this one.
+    """
+    assert isinstance(v, TextWorldVariant)
+    metadata = {k: copy.deepcopy(val) for k, val in parent.metadata.items() if k != "game_file"}
+    metadata["object"] = v.object.strip()
+    observation = metadata.get("initial_observation")
+    if isinstance(observation, str) and observation.strip():
+        metadata["initial_observation"] = with_quest(observation, v.instruction)
+    return metadata
+
+
+WEBSHOP_FORMAT = VariantFormat(
+    WebShopVariant,
+    "A WebShop goal names one product, 1-6 attributes it must have (e.g. 'gluten free', 'long lasting') "
+    "and 0-6 options to select (size, colour, count), and ends with 'and price lower than X.00 dollars'. "
+    "Every attribute and option appears in the instruction word for word, and price_upper is the same "
+    "number as in the instruction. category is one of fashion, beauty, grocery, electronics, garden.",
+    _webshop_describe,
+    _webshop_metadata,
+)
+"""WebShop goals: category, attributes, options and price limit, each stated in the instruction."""
+
+ALFWORLD_FORMAT = VariantFormat(
+    ALFWorldVariant,
+    "ALFWorld tasks are one of six types: pick_and_place_simple, pick_clean_then_place_in_recep (clean "
+    "at a sinkbasin), pick_heat_then_place_in_recep (heat in a microwave), pick_cool_then_place_in_recep "
+    "(cool in a fridge), look_at_obj_in_light, pick_two_obj_and_place. Objects and receptacles are "
+    "lowercase ALFRED names (apple, mug, soapbar; countertop, cabinet, diningtable). target is the "
+    "receptacle, or the lamp (desklamp or floorlamp) for look_at_obj_in_light. The instruction uses "
+    "ALFWorld's phrasing: 'put a clean mug in coffeemachine.', 'heat some potato and put it in "
+    "diningtable.', 'look at book under the desklamp.', 'put two pillow in sofa.'.",
+    _alfworld_describe,
+    _alfworld_metadata,
+)
+"""ALFWorld tasks: task type, object and receptacle or lamp, in ALFWorld's goal phrasing."""
+
+WEBARENA_FORMAT = VariantFormat(
+    WebArenaVariant,
+    "WebArena tasks run on one or two of these sites: shopping (an online store), shopping_admin (its "
+    "admin panel), gitlab, reddit (a forum site), map (OpenStreetMap) and wikipedia. start_url is a page "
+    "of a listed site written with its placeholder ('__SHOPPING__', '__GITLAB__/byteblaze/dotfiles'). "
+    "eval_type: string_match for questions (reference: the answer if known, else empty), url_match for "
+    "tasks that end on a page (reference: that URL), program_html for tasks that change the site "
+    "(reference: how to check the change).",
+    _webarena_describe,
+    _webarena_metadata,
+)
+"""WebArena requests: sites, start URL and an evaluation of a known type."""
+
+TEXTWORLD_FORMAT = VariantFormat(
+    TextWorldVariant,
+    "TextWorld quests are one sentence of game commands in order, lowercase, ending with a full stop: "
+    "'take the apple from the table and eat it.', 'go east, open the chest and take the key from it.', "
+    "'unlock the safe with the rusty key, then take the map from the safe.'. The commands are go "
+    "north|south|east|west, open, close, take ... from, drop, put ... on, insert ... into, unlock ... "
+    "with, eat, examine. The quest starts in the parent's first room: use its exits, containers, "
+    "supporters and things, named as the room names them; object is the thing the quest is about and "
+    "appears in the instruction.",
+    _textworld_describe,
+    _textworld_metadata,
+)
+"""TextWorld quests: the object and the quest, started in the parent's first room."""
+
+_FORMATS: dict[str, VariantFormat] = {}
 
 GENERIC_FORMAT = VariantFormat(
     GenericVariant,
@@ -210,13 +273,23 @@ GENERIC_FORMAT = VariantFormat(
 
 
 def register_format(domain: str, fmt: VariantFormat) -> None:
-    """Use ``fmt`` to ask for and build variants of ``domain``'s tasks."""
+    """Use ``fmt`` to ask for and build variants of ``domain``'s tasks (it takes precedence over the table)."""
     _FORMATS[domain] = fmt
 
 
 def get_format(domain: str) -> VariantFormat:
-    """The variant format of ``domain`` (:data:`GENERIC_FORMAT` when none is registered)."""
-    return _FORMATS.get(domain, GENERIC_FORMAT)
+    """The variant format of ``domain``.
+
+    One registered with :func:`register_format`, else the built-in domain's (the ``task_format``
+    column of :data:`dreamgym_env.domains.BUILTIN_DOMAINS`), else :data:`GENERIC_FORMAT`.
+    """
+    if domain in _FORMATS:
+        return _FORMATS[domain]
+    if domain in BUILTIN_DOMAINS:
+        fmt = load_entry_point(BUILTIN_DOMAINS[domain].task_format)
+        assert isinstance(fmt, VariantFormat)
+        return fmt
+    return GENERIC_FORMAT
 
 
 def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:

@@ -14,8 +14,12 @@ domain's validator:
   reads as that task.
 * WebArena: known sites; a start URL on one of them; an intent that is answerable: an evaluation
   of a known type, a question when the answer is a string, and no request for a site the task lacks.
+* TextWorld: a quest made of the game's commands that names its object; when the task starts in a
+  given first state, that state gives this quest.
 
-User domains register their own with :func:`register_validator`.
+Which validator a built-in domain uses is a column of the domain table
+(:data:`dreamgym_env.domains.BUILTIN_DOMAINS`). User domains register their own with
+:func:`register_validator`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from dreamgym_env.domains import BUILTIN_DOMAINS, load_entry_point
+from dreamgym_env.domains.webshop import WEBSHOP_CATEGORIES
 from dreamgym_env.types import Task
 
 __all__ = [
@@ -36,6 +42,7 @@ __all__ = [
     "register_validator",
     "validate_alfworld",
     "validate_task",
+    "validate_textworld",
     "validate_webarena",
     "validate_webshop",
 ]
@@ -89,9 +96,6 @@ def check_instruction(text: Any) -> str | None:
 # --------------------------------------------------------------------------------------------------
 # WebShop
 # --------------------------------------------------------------------------------------------------
-
-WEBSHOP_CATEGORIES = frozenset({"fashion", "beauty", "grocery", "electronics", "garden"})
-"""WebShop's five product categories (garden covers furniture and home)."""
 
 _WEBSHOP_MAX_PRICE = 10_000.0
 
@@ -420,24 +424,58 @@ def validate_webarena(task: Task) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------------
+# TextWorld
+# --------------------------------------------------------------------------------------------------
+
+
+def validate_textworld(task: Task) -> str | None:
+    """TextWorld: a quest of game commands that names its object, and a first state that gives it."""
+    from dreamgym_env.domains.textworld import TEXTWORLD_VERBS, state_quest
+
+    words = re.findall(r"[a-z]+", task.instruction.lower())
+    if not TEXTWORLD_VERBS & set(words):
+        return (
+            "the quest uses no TextWorld command; write it as the commands to carry out "
+            f"({', '.join(sorted(TEXTWORLD_VERBS))}), e.g. 'take the key from the chest and eat the apple.'"
+        )
+    obj = task.metadata.get("object")
+    if obj is not None:
+        if not isinstance(obj, str) or check_phrase(obj) is not None:
+            return f"object {obj!r:.40} is not a short phrase of words"
+        if not _mentions(task.instruction, obj):
+            return f"the quest does not name its object {obj!r:.40}"
+    observation = task.metadata.get("initial_observation")
+    if isinstance(observation, str) and observation.strip():
+        stated = state_quest(observation)
+        if stated is not None and stated.lower().split() != task.instruction.lower().split():
+            return f"the task's first state gives another quest ({stated!r:.80}) than its instruction"
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
 # Registry
 # --------------------------------------------------------------------------------------------------
 
-_VALIDATORS: dict[str, Validator] = {
-    "webshop": validate_webshop,
-    "alfworld": validate_alfworld,
-    "webarena": validate_webarena,
-}
+_VALIDATORS: dict[str, Validator] = {}
 
 
 def register_validator(domain: str, validator: Validator) -> None:
-    """Use ``validator`` for the tasks of ``domain`` (replacing any earlier one)."""
+    """Use ``validator`` for the tasks of ``domain`` (replacing any earlier one and the table's)."""
     _VALIDATORS[domain] = validator
 
 
 def get_validator(domain: str) -> Validator | None:
-    """The validator registered for ``domain``, if any (unknown domains get the instruction check only)."""
-    return _VALIDATORS.get(domain)
+    """The validator of ``domain``: one registered, else the built-in domain's, else ``None``.
+
+    The built-in domain's is the ``validator`` column of :data:`dreamgym_env.domains.BUILTIN_DOMAINS`;
+    a domain without one gets the instruction check only.
+    """
+    if domain in _VALIDATORS:
+        return _VALIDATORS[domain]
+    if domain in BUILTIN_DOMAINS:
+        validator: Validator = load_entry_point(BUILTIN_DOMAINS[domain].validator)
+        return validator
+    return None
 
 
 def validate_task(task: Task) -> str | None:
@@ -445,5 +483,5 @@ def validate_task(task: Task) -> str | None:
     reason = check_instruction(task.instruction)
     if reason is not None:
         return reason
-    validator = _VALIDATORS.get(task.domain)
+    validator = get_validator(task.domain)
     return validator(task) if validator is not None else None

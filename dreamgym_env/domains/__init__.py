@@ -1,16 +1,24 @@
 """Domains: one module per simulated world, looked up by name.
 
-:data:`BUILTIN_DOMAINS` is the one table of built-in domains: their names, Gymnasium ids and classes.
-The registered ids (:mod:`dreamgym_env.registration`) and the names a user spec may not take
-(:mod:`dreamgym_env.domains.spec`) are read from it. Built-in domains are imported on first use, so
-``import dreamgym_env`` stays light.
+:data:`BUILTIN_DOMAINS` is the one table of built-in domains. A row names everything about a domain
+that lives outside its module: the simulated Gymnasium id and step limit, the class, the real
+environment (id and wrapper), and the curriculum's task format and validator. Everything else the
+domain owns (state rendering, task ids, hidden-fact keys, admissible actions, seed tasks, task-file
+loaders through ``load_tasks``) is in or reached from its class's module.
+
+Derived from the table: the registered simulated ids (:mod:`dreamgym_env.registration`), the real ids
+(:data:`dreamgym_env.real.REAL_IDS`), the names and ids a user spec may not take
+(:mod:`dreamgym_env.domains.spec`), and the curriculum's formats and validators
+(:func:`dreamgym_env.curriculum.formats.get_format`, :func:`dreamgym_env.curriculum.validators.get_validator`).
+Entry points are ``"module:attribute"`` strings, imported on first use, so ``import dreamgym_env``
+stays light.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.errors import DomainError
@@ -20,32 +28,89 @@ __all__ = [
     "BuiltinDomain",
     "Domain",
     "InitialState",
+    "RealEnv",
     "available_domains",
     "get_domain",
+    "load_entry_point",
     "register_domain_factory",
 ]
 
 
-class BuiltinDomain(NamedTuple):
-    """One built-in domain: its simulated Gymnasium id, its class as ``"module:attribute"``, its step limit.
+class RealEnv(NamedTuple):
+    """A built-in domain's real environment: its Gymnasium id and wrapper as ``"module:attribute"``.
 
-    ``max_steps`` repeats the class's own, so that registering the id's ``max_episode_steps`` imports
-    no domain module (a test keeps the two equal).
+    ``nondeterministic``: the engine can answer the same seed and actions differently (live web pages);
+    the text games are deterministic given the game and seed.
+    """
+
+    env_id: str
+    entry_point: str
+    nondeterministic: bool = False
+
+
+class BuiltinDomain(NamedTuple):
+    """One built-in domain, everything about it that lives outside its module.
+
+    Attributes:
+        env_id: The simulated Gymnasium id.
+        entry_point: The :class:`Domain` subclass, ``"module:attribute"``.
+        max_steps: The class's own step limit, repeated so that registering the id's
+            ``max_episode_steps`` imports no domain module (a test keeps the two equal).
+        real: The real environment the simulated one stands for.
+        task_format: The curriculum's :class:`~dreamgym_env.curriculum.formats.VariantFormat`.
+        validator: The curriculum's task validator (``task -> reason or None``).
     """
 
     env_id: str
     entry_point: str
     max_steps: int
+    real: RealEnv
+    task_format: str
+    validator: str
 
 
 BUILTIN_DOMAINS: dict[str, BuiltinDomain] = {
-    "webshop": BuiltinDomain("DreamGym/WebShop-v0", "dreamgym_env.domains.webshop:WebShopDomain", 15),
-    "alfworld": BuiltinDomain("DreamGym/ALFWorld-v0", "dreamgym_env.domains.alfworld:ALFWorldDomain", 50),
-    "webarena": BuiltinDomain("DreamGym/WebArena-v0", "dreamgym_env.domains.webarena:WebArenaDomain", 30),
-    "textworld": BuiltinDomain("DreamGym/TextWorld-v0", "dreamgym_env.domains.textworld:TextWorldDomain", 50),
+    "webshop": BuiltinDomain(
+        env_id="DreamGym/WebShop-v0",
+        entry_point="dreamgym_env.domains.webshop:WebShopDomain",
+        max_steps=15,
+        real=RealEnv("DreamGym/WebShop-Real-v0", "dreamgym_env.real.webshop:WebShopRealEnv", True),
+        task_format="dreamgym_env.curriculum.formats:WEBSHOP_FORMAT",
+        validator="dreamgym_env.curriculum.validators:validate_webshop",
+    ),
+    "alfworld": BuiltinDomain(
+        env_id="DreamGym/ALFWorld-v0",
+        entry_point="dreamgym_env.domains.alfworld:ALFWorldDomain",
+        max_steps=50,
+        real=RealEnv("DreamGym/ALFWorld-Real-v0", "dreamgym_env.real.alfworld:ALFWorldRealEnv"),
+        task_format="dreamgym_env.curriculum.formats:ALFWORLD_FORMAT",
+        validator="dreamgym_env.curriculum.validators:validate_alfworld",
+    ),
+    "webarena": BuiltinDomain(
+        env_id="DreamGym/WebArena-v0",
+        entry_point="dreamgym_env.domains.webarena:WebArenaDomain",
+        max_steps=30,
+        real=RealEnv("DreamGym/WebArena-Real-v0", "dreamgym_env.real.webarena:BrowserGymRealEnv", True),
+        task_format="dreamgym_env.curriculum.formats:WEBARENA_FORMAT",
+        validator="dreamgym_env.curriculum.validators:validate_webarena",
+    ),
+    "textworld": BuiltinDomain(
+        env_id="DreamGym/TextWorld-v0",
+        entry_point="dreamgym_env.domains.textworld:TextWorldDomain",
+        max_steps=50,
+        real=RealEnv("DreamGym/TextWorld-Real-v0", "dreamgym_env.real.textworld:TextWorldRealEnv"),
+        task_format="dreamgym_env.curriculum.formats:TEXTWORLD_FORMAT",
+        validator="dreamgym_env.curriculum.validators:validate_textworld",
+    ),
 }
 _FACTORIES: dict[str, Callable[[], Domain]] = {}
 _INSTANCES: dict[str, Domain] = {}
+
+
+def load_entry_point(entry_point: str) -> Any:
+    """The object an entry point ``"module:attribute"`` of the table names, importing its module."""
+    module_name, _, attr = entry_point.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
 
 
 def register_domain_factory(name: str, factory: Callable[[], Domain]) -> None:
@@ -76,8 +141,7 @@ def get_domain(name: str | Domain) -> Domain:
         if name in _FACTORIES:
             _INSTANCES[name] = _FACTORIES[name]()
         elif name in BUILTIN_DOMAINS:
-            module_name, _, attr = BUILTIN_DOMAINS[name].entry_point.partition(":")
-            _INSTANCES[name] = getattr(importlib.import_module(module_name), attr)()
+            _INSTANCES[name] = load_entry_point(BUILTIN_DOMAINS[name].entry_point)()
         else:
             raise DomainError(f"Unknown domain {name!r}; available domains: {available_domains()}")
     return _INSTANCES[name]

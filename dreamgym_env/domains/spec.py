@@ -70,9 +70,7 @@ _ENV_ID = re.compile(r"(?:[\w:.-]+/)?[\w:.-]+-v\d+")
 
 def _builtin_env_ids() -> list[str]:
     """Every id the package registers itself, simulated and real: a spec may not take one."""
-    from dreamgym_env.real import REAL_IDS
-
-    return sorted({*(builtin.env_id for builtin in BUILTIN_DOMAINS.values()), *REAL_IDS})
+    return sorted(id_ for b in BUILTIN_DOMAINS.values() for id_ in (b.env_id, b.real.env_id))
 
 
 # ---------------------------------------------------------------------------------------------- spec
@@ -393,24 +391,16 @@ def register_domain(
     Raises:
         DomainError: the spec is invalid (see :func:`load_spec`) or its trajectories are missing.
     """
-    from gymnasium.envs.registration import register, registry
-
     from dreamgym_env.domains import register_domain_factory
+    from dreamgym_env.registration import register_simulated
 
     loaded = load_spec(spec)
     trajectories = existing_trajectories(loaded)
     domain = SpecDomain(loaded)
     register_domain_factory(loaded.name, lambda: domain)
     env_id = loaded.resolved_env_id
-    kwargs: dict[str, Any] = {"domain": loaded.name}
+    kwargs: dict[str, Any] = {}
     if trajectories is not None and retrieval == "auto":
         kwargs["retriever"] = SpecTrajectoryRetriever(loaded)
-    registry.pop(env_id, None)
-    register(
-        id=env_id,
-        entry_point="dreamgym_env.env:DreamGymEnv",
-        vector_entry_point="dreamgym_env.vector:DreamGymVectorEnv",
-        nondeterministic=True,
-        kwargs=kwargs,
-    )
+    register_simulated(env_id, loaded.name, loaded.max_steps, kwargs)
     return env_id

@@ -16,9 +16,27 @@ import numpy as np
 from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.types import Task
 
-__all__ = ["TEXTWORLD_DIRECTIONS", "TextWorldDomain", "render_textworld_start", "render_textworld_state"]
+__all__ = [
+    "QUEST_PREFIX",
+    "TEXTWORLD_DIRECTIONS",
+    "TEXTWORLD_VERBS",
+    "TextWorldDomain",
+    "render_textworld_start",
+    "render_textworld_state",
+    "state_quest",
+    "with_quest",
+]
 
 TEXTWORLD_DIRECTIONS: tuple[str, ...] = ("north", "south", "east", "west")
+
+TEXTWORLD_VERBS: frozenset[str] = frozenset(
+    {"go", "open", "close", "take", "drop", "put", "insert", "unlock", "lock", "eat", "drink", "examine"}
+    | {"cook", "slice", "chop", "dice", "prepare"}
+)
+"""The command verbs of the action grammar; a quest is carried out with them."""
+
+QUEST_PREFIX = "Your task is to: "
+"""How a first state states its quest, on its last line (:func:`render_textworld_start`)."""
 
 
 def _tidy(text: str) -> str:
@@ -55,7 +73,24 @@ def render_textworld_start(description: str, objective: str, inventory: str = ""
         inventory: ``You are carrying: ...`` (left out when empty).
     """
     head = render_textworld_state(description, "", inventory)
-    return f"{head}\n\nYour task is to: {' '.join(objective.split())}"
+    return f"{head}\n\n{QUEST_PREFIX}{' '.join(objective.split())}"
+
+
+def state_quest(state: str) -> str | None:
+    """The quest a first state ends with (its ``Your task is to: ...`` line), or ``None``."""
+    last = state.rstrip().rpartition("\n")[2]
+    return last.removeprefix(QUEST_PREFIX).strip() if last.startswith(QUEST_PREFIX) else None
+
+
+def with_quest(state: str, quest: str) -> str:
+    """The first state ``state`` with its quest line replaced by ``quest`` (added when it has none).
+
+    A curriculum variant of a game's task starts in the same room with another quest.
+    """
+    head = state.rstrip()
+    if state_quest(head) is not None:
+        head = head.rpartition("\n")[0].rstrip()
+    return f"{head}\n\n{QUEST_PREFIX}{' '.join(quest.split())}"
 
 
 _INSTRUCTIONS = """\

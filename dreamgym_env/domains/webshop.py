@@ -14,6 +14,7 @@ from dreamgym_env.types import Task
 __all__ = [
     "GOAL_FACT_KEYS",
     "OPTIONS_KEY",
+    "WEBSHOP_CATEGORIES",
     "WebShopDomain",
     "render_done_page",
     "render_item_page",
@@ -29,6 +30,9 @@ OPTIONS_KEY = "options"
 
 GOAL_FACT_KEYS: tuple[str, ...] = ("attributes", OPTIONS_KEY, "price_upper", "category")
 """The goal's hidden facts (task metadata keys) the experience model sees and the agent does not."""
+
+WEBSHOP_CATEGORIES: frozenset[str] = frozenset({"fashion", "beauty", "grocery", "electronics", "garden"})
+"""WebShop's five product categories (garden covers furniture and home), a goal's ``category``."""
 
 
 def webshop_task_id(session: str | int, goal_index: int = 0) -> str:

@@ -19,25 +19,24 @@ from __future__ import annotations
 
 from gymnasium.envs.registration import register, registry
 
+from dreamgym_env.domains import BUILTIN_DOMAINS
+
 __all__ = ["REAL_IDS", "register_real_envs"]
 
 REAL_IDS: dict[str, str] = {
-    "DreamGym/ALFWorld-Real-v0": "dreamgym_env.real.alfworld:ALFWorldRealEnv",
-    "DreamGym/TextWorld-Real-v0": "dreamgym_env.real.textworld:TextWorldRealEnv",
-    "DreamGym/WebShop-Real-v0": "dreamgym_env.real.webshop:WebShopRealEnv",
-    "DreamGym/WebArena-Real-v0": "dreamgym_env.real.webarena:BrowserGymRealEnv",
+    builtin.real.env_id: builtin.real.entry_point for builtin in BUILTIN_DOMAINS.values()
 }
-"""Gymnasium id -> entry point of each real wrapper."""
+"""Gymnasium id -> entry point of each real wrapper, read from the domain table
+(:data:`dreamgym_env.domains.BUILTIN_DOMAINS`)."""
 
 
 def register_real_envs() -> None:
     """Register every real id (idempotent). Entry points are strings: nothing heavy is imported here."""
-    for env_id, entry_point in REAL_IDS.items():
-        if env_id in registry:
+    for builtin in BUILTIN_DOMAINS.values():
+        if builtin.real.env_id in registry:
             continue
-        # Real engines are deterministic given the game and seed except the web ones (live pages).
         register(
-            id=env_id,
-            entry_point=entry_point,
-            nondeterministic=env_id in ("DreamGym/WebShop-Real-v0", "DreamGym/WebArena-Real-v0"),
+            id=builtin.real.env_id,
+            entry_point=builtin.real.entry_point,
+            nondeterministic=builtin.real.nondeterministic,
         )
