@@ -8,6 +8,9 @@ wrappers.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -15,7 +18,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers.vector import DictInfoToList, NormalizeObservation, RecordEpisodeStatistics
 
 import dreamgym_env  # noqa: F401  (registers the ids)
-from dreamgym_env.errors import RenderModeError
+from dreamgym_env.errors import ConfigError, RenderModeError
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
 from dreamgym_env.vector import DreamGymVectorEnv
 from dreamgym_env.wrappers import DiscreteActions, TextEmbedding, VectorDiscreteActions, VectorTextEmbedding
@@ -131,6 +134,29 @@ def test_rllib_ppo_one_iteration_on_the_native_vector_env(ray_local) -> None:  #
         assert backend.peak == 4  # the four sub-envs' model requests were in flight together
     finally:
         algo.stop()
+
+
+def test_importing_the_adapters_does_not_import_ray_and_a_missing_rllib_names_the_extra() -> None:
+    code = (
+        "import sys, dreamgym_env.wrappers\n"
+        "assert 'ray' not in sys.modules\n"
+        "sys.modules['ray'] = None\n"
+        "from dreamgym_env.errors import DependencyNotInstalled\n"
+        "try:\n"
+        "    dreamgym_env.wrappers.register_rllib_envs()\n"
+        "except DependencyNotInstalled as e:\n"
+        "    assert 'dreamgym-env[rllib]' in str(e), e\n"
+        "else:\n"
+        "    raise SystemExit('no error')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_register_rllib_envs_rejects_unknown_ids(ray_local) -> None:  # type: ignore[no-untyped-def]
+    from dreamgym_env.wrappers import register_rllib_envs
+
+    with pytest.raises(ConfigError, match="Not registered Gymnasium ids"):
+        register_rllib_envs(["DreamGym/Nope-v0"])
 
 
 # ---------------------------------------------------------------------------------- CleanRL-style loop
