@@ -1,24 +1,56 @@
-"""Collect whole episodes from a vector env with any per-env policy.
+"""The one home of rollouts: episode records, vector-env rollouts and GRPO groups.
 
-The shared piece under the Ray workers, the LLM rollout collector and examples: step N envs in lock-step,
-ask the policy for each live sub-env's action, and cut the stream into finished episodes.
+* :class:`Episode` is the record every rollout path produces (what the agent saw and did, and how it
+  ended); the Ray workers (:mod:`dreamgym_env.distributed`), the LLM group collector
+  (:mod:`dreamgym_env.training.collector`) and the trainer adapters (:mod:`dreamgym_env.integrations`)
+  all build on it.
+* :func:`collect_episodes` steps a vector env in lock-step with a synchronous per-env policy and cuts the
+  stream into finished episodes (Gymnasium's ``NEXT_STEP`` autoreset).
+* :func:`aplay_episodes` plays a given list of episodes (each its own seed and reset options, e.g. a
+  task) on a :class:`~dreamgym_env.vector.DreamGymVectorEnv` through its public async step, with an
+  async policy: every step of all live episodes is one vector step, so the experience-model requests go
+  out together and the replay buffer is searched once per step for all of them.
+* :func:`group_advantages` scores the episodes of one GRPO group against each other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from dreamgym_env.errors import ConfigError
 
-__all__ = ["Episode", "Policy", "RandomPolicy", "collect_episodes", "unbatch_info"]
+__all__ = [
+    "AdvantageScale",
+    "AsyncPolicy",
+    "Episode",
+    "EpisodeJob",
+    "Policy",
+    "RandomPolicy",
+    "aplay_episodes",
+    "collect_episodes",
+    "group_advantages",
+    "is_simulated",
+    "unbatch_info",
+]
 
 Policy = Callable[[str, dict[str, Any]], str]
 """Maps one sub-env's (observation, info) to an action string."""
+
+AsyncPolicy = Callable[[int, str, dict[str, Any]], Awaitable[str]]
+"""Maps ``(job index, observation, info)`` to the next action of that episode, asynchronously."""
+
+AdvantageScale = Literal["std", "none"]
+"""How group advantages are scaled: ``"std"`` divides ``r - mean`` by the group's standard deviation
+(GRPO); ``"none"`` keeps ``r - mean`` (Dr. GRPO, which argues the division biases toward easy and
+hard tasks)."""
 
 
 class RandomPolicy:
@@ -50,6 +82,7 @@ class Episode:
     success: bool = False
     terminated: bool = False
     truncated: bool = False
+    source: str = ""
 
     @property
     def total_reward(self) -> float:
@@ -127,4 +160,110 @@ def _start(observation: str, info: dict[str, Any]) -> Episode:
         task_id=str(info.get("task_id", "")),
         episode_id=str(info.get("episode_id", "")),
         observations=[observation],
+        source=str(info.get("source", "")),
     )
+
+
+def group_advantages(
+    rewards: Sequence[float], scale: AdvantageScale = "std", eps: float = 1e-6
+) -> np.ndarray:
+    """Advantages of one group's rewards relative to the group: ``(r - mean) [/ (std + eps)]``.
+
+    A group whose rewards are all equal has zero advantages (it carries no learning signal), whatever
+    the scale.
+    """
+    r = np.asarray(rewards, dtype=np.float64)
+    centred = r - r.mean()
+    if scale == "none":
+        return centred
+    if scale != "std":
+        raise ConfigError(f"scale must be 'std' or 'none', got {scale!r}.")
+    return centred / (r.std() + eps)
+
+
+def is_simulated(env_id: str) -> bool:
+    """The id has a concurrent vector env (the simulated DreamGym ids; real wrappers have none)."""
+    return gym.spec(env_id).vector_entry_point is not None
+
+
+@dataclass(frozen=True)
+class EpisodeJob:
+    """One episode to play: its reset seed and options (``{"task": ...}``, ``game_file``...)."""
+
+    seed: int | None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+async def aplay_episodes(
+    envs: Any,
+    jobs: Sequence[EpisodeJob],
+    policy: AsyncPolicy,
+    *,
+    on_finish: Callable[[int, Episode], None] | None = None,
+) -> list[Episode]:
+    """Play every job to its end on ``envs``, ``envs.num_envs`` at a time; return them in job order.
+
+    ``envs`` is a :class:`~dreamgym_env.vector.DreamGymVectorEnv` made with
+    ``autoreset_mode=DISABLED``: a sub-env whose episode ends is reset with the next job
+    (``options["reset_mask"]``), and once no job is left it sits out the remaining steps (its action
+    is None). Each vector step asks the policy for every live episode's action concurrently, then
+    sends all of them in one :meth:`~dreamgym_env.vector.DreamGymVectorEnv.astep`, so the model
+    requests of all episodes are in flight together and retrieval is batched. A failed step (server
+    down) raises with no episode advanced.
+
+    Args:
+        envs: The vector env (``autoreset_mode=DISABLED``).
+        jobs: The episodes to play.
+        policy: ``await policy(job_index, observation, info)`` gives that episode's next action.
+        on_finish: Called with ``(job_index, episode)`` as each episode ends (e.g. a progress bar).
+    """
+    if envs.metadata.get("autoreset_mode") is not AutoresetMode.DISABLED:
+        raise ConfigError(
+            "aplay_episodes needs a vector env made with autoreset_mode=AutoresetMode.DISABLED."
+        )
+    n = envs.num_envs
+    queue = deque(enumerate(jobs))
+    results: list[Episode | None] = [None] * len(jobs)
+    running: list[tuple[int, Episode, dict[str, Any]] | None] = [None] * n
+
+    async def start(i: int) -> None:
+        k, job = queue.popleft()
+        mask = np.zeros(n, dtype=np.bool_)
+        mask[i] = True
+        seeds = [job.seed if j == i else None for j in range(n)]
+        # A reset may start a game process: keep it off the event loop.
+        obs, infos = await asyncio.to_thread(
+            envs.reset, seed=seeds, options={**job.options, "reset_mask": mask}
+        )
+        info = unbatch_info(infos, i)
+        running[i] = (k, _start(obs[i], info), info)
+
+    for i in range(min(n, len(queue))):
+        await start(i)
+    while any(r is not None for r in running):
+        live = [i for i in range(n) if running[i] is not None]
+        chosen = await asyncio.gather(
+            *(policy(r[0], r[1].observations[-1], r[2]) for r in (running[i] for i in live) if r is not None)
+        )
+        actions: list[str | None] = [None] * n
+        for i, action in zip(live, chosen, strict=True):
+            actions[i] = str(action)
+        obs, rewards, terms, truncs, infos = await envs.astep(actions)
+        for i in live:
+            k, episode, _ = running[i]  # type: ignore[misc]
+            info = unbatch_info(infos, i)
+            episode.actions.append(str(actions[i]))
+            episode.rewards.append(float(rewards[i]))
+            episode.observations.append(obs[i])
+            running[i] = (k, episode, info)
+            if not (terms[i] or truncs[i]):
+                continue
+            episode.success = bool(info.get("success", False))
+            episode.terminated, episode.truncated = bool(terms[i]), bool(truncs[i])
+            results[k] = episode
+            running[i] = None
+            if on_finish is not None:
+                on_finish(k, episode)
+            if queue:
+                await start(i)
+    return [e for e in results if e is not None]

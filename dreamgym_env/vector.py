@@ -96,7 +96,8 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
             ignores its action), ``SAME_STEP`` (the ending step returns the next episode's first
             observation, with ``info["final_obs"]`` / ``info["final_info"]`` for the one that ended)
             or ``DISABLED`` (no autoreset: ``reset(options={"reset_mask": mask})`` resets the ended
-            sub-envs).
+            sub-envs; an ended sub-env given ``None`` as its action sits the step out, so the last
+            episodes of a batch can finish while the others stay ended).
         max_episode_steps: Gymnasium's step limit, which ``gymnasium.make_vec`` passes on (the id's
             registered limit unless given). Each sub-env truncates at the smaller of it and
             ``max_steps``; ``None`` or ``-1`` leaves ``max_steps`` alone.
@@ -205,13 +206,13 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         return tuple(obs), infos
 
     def step(
-        self, actions: Sequence[str]
+        self, actions: Sequence[str | None]
     ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every sub-env; model requests of all sub-envs are sent concurrently."""
         return run_sync(self.astep(actions))
 
     async def astep(
-        self, actions: Sequence[str]
+        self, actions: Sequence[str | None]
     ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Coroutine form of :meth:`step`, for callers that already run an event loop.
 
@@ -225,19 +226,30 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
             raise ConfigError(f"Got {len(actions)} actions for {self.num_envs} envs.")
         next_step = self.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
         same_step = self.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
-        if not (next_step or same_step) and self._needs_reset.any():
-            ended = np.flatnonzero(self._needs_reset).tolist()
-            raise DreamGymError(
-                f"Sub-envs {ended} have ended and autoreset_mode is DISABLED: reset them first with "
-                "envs.reset(options={'reset_mask': terminations | truncations})."
-            )
-        stepping = [i for i in range(self.num_envs) if not (next_step and self._needs_reset[i])]
+        # DISABLED: an ended sub-env whose action is None sits the step out (stays ended).
+        idle = np.zeros(self.num_envs, dtype=np.bool_)
+        if not (next_step or same_step):
+            idle = self._needs_reset & np.array([a is None for a in actions], dtype=np.bool_)
+            ended = np.flatnonzero(self._needs_reset & ~idle).tolist()
+            if ended:
+                raise DreamGymError(
+                    f"Sub-envs {ended} have ended and autoreset_mode is DISABLED: reset them first with "
+                    "envs.reset(options={'reset_mask': terminations | truncations}), or pass None as "
+                    "their action to leave them ended."
+                )
+        stepping = [
+            i for i in range(self.num_envs) if not (next_step and self._needs_reset[i]) and not idle[i]
+        ]
+        missing = [i for i in stepping if actions[i] is None]
+        if missing:
+            raise ConfigError(f"Sub-envs {missing} are running and got None as their action.")
+        todo: dict[int, str] = {i: a for i in stepping if (a := actions[i]) is not None}
         batch: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if self._batch is not None:
-            queries = [self.envs[i].retrieval_query(actions[i]) for i in stepping]
+            queries = [self.envs[i].retrieval_query(todo[i]) for i in stepping]
             batch = self._batch.step([q for q in queries if q is not None])
         with batch:
-            pending = await _propose_all([self.envs[i] for i in stepping], [actions[i] for i in stepping])
+            pending = await _propose_all([self.envs[i] for i in stepping], [todo[i] for i in stepping])
             results = [self.envs[i].commit(p) for i, p in zip(stepping, pending, strict=True)]
 
         obs: list[str] = [""] * self.num_envs
@@ -256,7 +268,7 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
                 obs[i], info = self.envs[i].reset()
                 infos = self._add_info(infos, info, i)
         if not same_step:
-            self._needs_reset = terminations | truncations
+            self._needs_reset = terminations | truncations | idle
         self._obs = obs
         return tuple(obs), rewards, terminations, truncations, infos
 

@@ -180,3 +180,28 @@ def test_served_policy_plays_simulated_groups(vllm_server) -> None:  # type: ign
         # The first action was chosen among the first state's admissible actions (structured outputs).
         listed = user_turns[0].split("Admissible actions: ")[1].split("; ")
         assert actions[0] in listed
+
+
+def test_simulated_groups_step_one_vector_env_with_batched_retrieval() -> None:
+    """All live episodes advance in one public vector step: one buffer search per step, not per episode."""
+    from tests.test_vector import _seeded_buffer
+
+    buffer = _seeded_buffer()
+    calls = {"retrieve_many": 0, "retrieve": 0}
+    for name in calls:
+        method = getattr(buffer, name)
+
+        def counted(*args: object, _method: object = method, _name: str = name, **kwargs: object) -> object:
+            calls[_name] += 1
+            return _method(*args, **kwargs)  # type: ignore[operator]
+
+        setattr(buffer, name, counted)
+
+    class Always:
+        async def act(self, messages: Sequence[Message], admissible_actions: Sequence[str]) -> str:
+            return "inventory"  # never ends an episode: all run to the step limit together
+
+    env_kwargs = {"backend": ScriptedBackend(key_world), "max_steps": 3, "retriever": buffer, "top_k": 2}
+    batch = collect_groups("DreamGym/TextWorld-v0", TASKS, Always(), 2, env_kwargs=env_kwargs)
+    assert len(batch) == 4 and all(t.truncated and t.num_turns == 3 for t in batch.trajectories)
+    assert calls == {"retrieve_many": 3, "retrieve": 0}  # 3 vector steps of 4 episodes each

@@ -19,3 +19,69 @@ def test_collect_episodes_cuts_the_stream_into_episodes():
         assert ep.total_reward == float(ep.success)
     assert {ep.success for ep in episodes} == {True, False}  # the scripted model succeeds on even seeds
     assert len({ep.episode_id for ep in episodes}) == 7
+
+
+def test_aplay_episodes_plays_each_job_once_and_idles_ended_sub_envs():
+    import asyncio
+
+    from gymnasium.vector import AutoresetMode
+
+    from dreamgym_env._runner import run_sync
+    from dreamgym_env.rollout import EpisodeJob, aplay_episodes
+
+    envs = DreamGymVectorEnv(
+        ToyDomain(), num_envs=2, backend=ScriptedBackend(), autoreset_mode=AutoresetMode.DISABLED
+    )
+    tasks = [t.task_id for t in ToyDomain().seed_tasks()]
+    jobs = [EpisodeJob(seed=k, options={"task": tasks[k % 3]}) for k in range(5)]
+    lengths = {0: 1, 1: 3, 2: 2, 3: 1, 4: 2}  # job k stops after lengths[k] actions
+    seen = []
+
+    async def policy(k, obs, info):
+        seen.append(k)
+        await asyncio.sleep(0)
+        return "stop" if info["step"] + 1 >= lengths[k] else "go[1]"
+
+    episodes = run_sync(aplay_episodes(envs, jobs, policy))
+    assert [len(e.actions) for e in episodes] == [lengths[k] for k in range(5)]
+    assert [e.task_id for e in episodes] == [tasks[k % 3] for k in range(5)]
+    assert all(e.terminated and e.actions[-1] == "stop" for e in episodes)
+    assert sorted(seen) == sorted(k for k in range(5) for _ in range(lengths[k]))
+
+
+def test_aplay_episodes_needs_the_disabled_autoreset_mode():
+    import pytest
+
+    from dreamgym_env._runner import run_sync
+    from dreamgym_env.errors import ConfigError
+    from dreamgym_env.rollout import EpisodeJob, aplay_episodes
+
+    envs = DreamGymVectorEnv(ToyDomain(), num_envs=1, backend=ScriptedBackend())
+
+    async def policy(k, obs, info):
+        return "stop"
+
+    with pytest.raises(ConfigError, match="DISABLED"):
+        run_sync(aplay_episodes(envs, [EpisodeJob(0)], policy))
+
+
+def test_disabled_vector_env_lets_ended_sub_envs_sit_out_with_none():
+    import pytest
+    from gymnasium.vector import AutoresetMode
+
+    from dreamgym_env.errors import ConfigError, DreamGymError
+
+    envs = DreamGymVectorEnv(
+        ToyDomain(), num_envs=2, backend=ScriptedBackend(), autoreset_mode=AutoresetMode.DISABLED
+    )
+    envs.reset(seed=0)
+    _, _, terms, _, _ = envs.step(["stop", "go[1]"])
+    assert terms.tolist() == [True, False]
+    with pytest.raises(DreamGymError, match="None"):
+        envs.step(["go[1]", "go[1]"])  # an ended sub-env that is given an action
+    with pytest.raises(ConfigError, match="running"):
+        envs.step([None, None])  # a running one that is given none
+    obs, rewards, terms, truncs, infos = envs.step([None, "stop"])
+    assert obs[0] == "" and rewards[0] == 0.0 and terms.tolist() == [False, True]
+    with pytest.raises(DreamGymError):
+        envs.step(["go[1]", None])  # sub-env 0 is still ended after sitting out

@@ -21,13 +21,23 @@ import asyncio
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
 from dreamgym_env._runner import run_sync
+from dreamgym_env.domains import get_domain
 from dreamgym_env.errors import BackendError, ConfigError, DependencyNotInstalled, ServerUnreachableError
+from dreamgym_env.rollout import (
+    AdvantageScale,
+    Episode,
+    EpisodeJob,
+    aplay_episodes,
+    group_advantages,
+    is_simulated,
+)
 from dreamgym_env.types import Task
 
 __all__ = [
@@ -44,11 +54,6 @@ __all__ = [
 
 Message = dict[str, str]
 """One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``."""
-
-AdvantageScale = Literal["std", "none"]
-"""How group advantages are scaled: ``"std"`` divides ``r - mean`` by the group's standard deviation
-(GRPO); ``"none"`` keeps ``r - mean`` (Dr. GRPO, which argues the division biases toward easy and
-hard tasks)."""
 
 
 @dataclass(frozen=True)
@@ -230,23 +235,6 @@ class RolloutBatch:
         return [t.to_record() for t in self.trajectories]
 
 
-def group_advantages(
-    rewards: Sequence[float], scale: AdvantageScale = "std", eps: float = 1e-6
-) -> np.ndarray:
-    """Advantages of one group's rewards relative to the group: ``(r - mean) [/ (std + eps)]``.
-
-    A group whose rewards are all equal has zero advantages (it carries no learning signal), whatever
-    the scale.
-    """
-    r = np.asarray(rewards, dtype=np.float64)
-    centred = r - r.mean()
-    if scale == "none":
-        return centred
-    if scale != "std":
-        raise ConfigError(f"scale must be 'std' or 'none', got {scale!r}.")
-    return centred / (r.std() + eps)
-
-
 class ChatPolicy:
     """A policy served behind an OpenAI-compatible chat endpoint (vLLM, SGLang, any compatible server).
 
@@ -356,9 +344,13 @@ def _sample_from(text: str, response: Any, choice: Any) -> ActionSample:
     )
 
 
-def default_system_prompt(env: gym.Env[Any, Any]) -> str:
-    """The system message: the agent's role and the domain's action grammar."""
-    domain = getattr(env.unwrapped, "domain", None)
+def default_system_prompt(env: Any) -> str:
+    """The system message: the agent's role and the domain's action grammar.
+
+    ``env`` is an env (its ``unwrapped.domain`` is read), a :class:`~dreamgym_env.domains.Domain`, or
+    anything else (no grammar then).
+    """
+    domain = env if hasattr(env, "action_help") else getattr(getattr(env, "unwrapped", env), "domain", None)
     grammar = f" {domain.action_help}" if domain is not None else ""
     return f"You are an agent acting in a text environment. Reply with exactly one action.{grammar}"
 
@@ -401,12 +393,14 @@ def collect_groups(
 ) -> RolloutBatch:
     """Play ``group_size`` episodes of every task with ``policy``, concurrently; return the trajectories.
 
-    Simulated ids run on the sub-envs of one :class:`~dreamgym_env.vector.DreamGymVectorEnv`
-    (``gymnasium.make_vec``): one shared backend, one connection pool and concurrency bound for every
-    episode's experience-model requests. Each episode advances as soon as its own policy answer and
-    transition arrive (no lock-step), so a long episode never holds the others back. Ids without a
-    concurrent vector env (the real wrappers) get one env per episode slot, each stepped in a worker
-    thread.
+    Simulated ids run on one :class:`~dreamgym_env.vector.DreamGymVectorEnv` (``gymnasium.make_vec``,
+    ``autoreset_mode=DISABLED``) through its public async step
+    (:func:`~dreamgym_env.rollout.aplay_episodes`): one shared backend, one connection pool and
+    concurrency bound for every episode's experience-model requests; at each step the policy is asked
+    for all live episodes' actions at once, then one vector step sends every transition request
+    together and searches the replay buffer once for all of them. A sub-env whose episode ends starts
+    the next one. Ids without a concurrent vector env (the real wrappers) get one env per episode
+    slot, each stepped in a worker thread as soon as its own policy answer arrives.
 
     Args:
         env_id: A registered id, e.g. ``DreamGym/TextWorld-v0`` or ``DreamGym/TextWorld-Real-v0``.
@@ -435,25 +429,22 @@ def collect_groups(
         )
     if not tasks:
         raise ConfigError("collect_groups needs at least one task.")
-    jobs = [(task, f"{task.task_id}-{uuid.uuid4().hex[:8]}") for task in tasks]
-    slots = min(max_concurrency, len(jobs) * group_size)
-    envs, close = _make_envs(env_id, slots, dict(env_kwargs or {}))
-    try:
-        trajectories = run_sync(
-            _play_all(
-                envs,
-                jobs,
-                policy,
-                group_size,
-                seed,
-                system_prompt,
-                observation_message,
-                reset_options,
-                progress,
-            )
+    groups = [(task, f"{task.task_id}-{uuid.uuid4().hex[:8]}") for task in tasks]
+    episodes = [(task, group_id) for task, group_id in groups for _ in range(group_size)]
+    slots = min(max_concurrency, len(episodes))
+    play = _play_on_vector if is_simulated(env_id) else _play_on_envs
+    trajectories = run_sync(
+        play(
+            env_id,
+            slots,
+            dict(env_kwargs or {}),
+            episodes,
+            _Chats(policy, system_prompt, observation_message),
+            seed,
+            reset_options,
+            progress,
         )
-    finally:
-        close()
+    )
     for start in range(0, len(trajectories), group_size):
         group = trajectories[start : start + group_size]
         for trajectory, adv in zip(
@@ -463,46 +454,120 @@ def collect_groups(
     return RolloutBatch(trajectories, group_size)
 
 
-def _make_envs(env_id: str, n: int, kwargs: dict[str, Any]) -> tuple[list[Any], Callable[[], None]]:
-    spec = gym.spec(env_id)
-    if spec.vector_entry_point is not None:
-        vec = gym.make_vec(env_id, num_envs=n, vectorization_mode="vector_entry_point", **kwargs)
-        sub_envs: list[Any] = vec.unwrapped.envs  # type: ignore[attr-defined]  # DreamGymVectorEnv
-        return sub_envs, vec.close
-    envs = [gym.make(env_id, **kwargs) for _ in range(n)]
+class _Chats:
+    """Keeps each episode's conversation and asks the policy for its next action."""
 
-    def close() -> None:
-        for env in envs:
-            env.close()
+    def __init__(
+        self,
+        policy: ChatPolicyProtocol,
+        system_prompt: str | None,
+        render: Callable[[str, Mapping[str, Any], bool], str],
+    ) -> None:
+        self.policy = policy
+        self.system_prompt = system_prompt
+        self.render = render
+        self.chats: dict[int, list[Message]] = {}
+        self.samples: dict[int, list[ActionSample]] = {}
 
-    return envs, close
+    async def act(self, k: int, env: Any, observation: str, info: Mapping[str, Any]) -> str:
+        """Episode ``k``'s next action: the observation joins its chat, the policy answers."""
+        messages = self.chats.get(k)
+        if messages is None:
+            system = self.system_prompt or default_system_prompt(env)
+            messages = self.chats[k] = [{"role": "system", "content": system}]
+            messages.append({"role": "user", "content": self.render(observation, info, True)})
+        else:
+            messages.append({"role": "user", "content": self.render(observation, info, False)})
+        answer = await self.policy.act(messages, list(info.get("admissible_actions") or []))
+        sample = answer if isinstance(answer, ActionSample) else ActionSample(str(answer))
+        messages.append({"role": "assistant", "content": sample.text})
+        self.samples.setdefault(k, []).append(sample)
+        return sample.text
+
+    def trajectory(self, k: int, episode: Episode, task: Task, group_id: str) -> Trajectory:
+        """Episode ``k`` as a :class:`Trajectory` (its chat ends with the last action)."""
+        return Trajectory(
+            messages=self.chats.get(k, []),
+            task_id=task.task_id,
+            task=task.instruction,
+            group_id=group_id,
+            rewards=list(episode.rewards),
+            reward=episode.total_reward,
+            success=episode.success,
+            terminated=episode.terminated,
+            truncated=episode.truncated,
+            source=episode.source,
+            final_observation=episode.observations[-1] if episode.observations else "",
+            samples=self.samples.get(k, []),
+        )
+
+    async def aclose(self) -> None:
+        aclose = getattr(self.policy, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
-async def _play_all(
-    envs: list[Any],
-    jobs: list[tuple[Task, str]],
-    policy: ChatPolicyProtocol,
-    group_size: int,
+async def _play_on_vector(
+    env_id: str,
+    slots: int,
+    kwargs: dict[str, Any],
+    episodes: list[tuple[Task, str]],
+    chats: _Chats,
     seed: int,
-    system_prompt: str | None,
-    render: Callable[[str, Mapping[str, Any], bool], str],
     reset_options: Callable[[Task], dict[str, Any]],
     progress: bool,
 ) -> list[Trajectory]:
-    episodes = [
-        (k, task, group_id) for k, (task, group_id) in enumerate(j for j in jobs for _ in range(group_size))
-    ]
+    """Simulated ids: every episode on one vector env, through its public async step."""
+    vec = gym.make_vec(
+        env_id,
+        num_envs=slots,
+        vectorization_mode="vector_entry_point",
+        autoreset_mode=AutoresetMode.DISABLED,
+        **kwargs,
+    )
+    domain = get_domain(gym.spec(env_id).kwargs["domain"])
+    jobs = [EpisodeJob(seed + k, reset_options(task)) for k, (task, _) in enumerate(episodes)]
+    bar = _progress_bar(len(jobs)) if progress else None
+
+    async def policy(k: int, observation: str, info: dict[str, Any]) -> str:
+        return await chats.act(k, domain, observation, info)
+
+    try:
+        played = await aplay_episodes(
+            vec.unwrapped, jobs, policy, on_finish=(lambda k, e: bar.update(1)) if bar is not None else None
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+        await chats.aclose()
+        await asyncio.to_thread(vec.close)
+    return [chats.trajectory(k, e, *episodes[k]) for k, e in enumerate(played)]
+
+
+async def _play_on_envs(
+    env_id: str,
+    slots: int,
+    kwargs: dict[str, Any],
+    episodes: list[tuple[Task, str]],
+    chats: _Chats,
+    seed: int,
+    reset_options: Callable[[Task], dict[str, Any]],
+    progress: bool,
+) -> list[Trajectory]:
+    """Ids without a concurrent vector env (real wrappers): one env per slot, stepped in a thread."""
+    envs = [gym.make(env_id, **kwargs) for _ in range(slots)]
     results: list[Trajectory | None] = [None] * len(episodes)
-    queue: asyncio.Queue[tuple[int, Task, str]] = asyncio.Queue()
-    for item in episodes:
-        queue.put_nowait(item)
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for k in range(len(episodes)):
+        queue.put_nowait(k)
     bar = _progress_bar(len(episodes)) if progress else None
 
     async def worker(env: Any) -> None:
-        system = system_prompt or default_system_prompt(env)
         while not queue.empty():
-            k, task, group_id = queue.get_nowait()
-            results[k] = await _play(env, policy, task, group_id, seed + k, system, render, reset_options)
+            k = queue.get_nowait()
+            task, group_id = episodes[k]
+            episode = await _play_one(env, k, chats, seed + k, reset_options(task))
+            results[k] = chats.trajectory(k, episode, task, group_id)
             if bar is not None:
                 bar.update(1)
 
@@ -511,61 +576,40 @@ async def _play_all(
         await asyncio.gather(*running)
     except BaseException:
         # One failed episode (server down, env error) stops the others before their envs are closed.
-        for task in running:
-            task.cancel()
+        for future in running:
+            future.cancel()
         await asyncio.gather(*running, return_exceptions=True)
         raise
     finally:
         if bar is not None:
             bar.close()
-        aclose = getattr(policy, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await chats.aclose()
+        for env in envs:
+            await asyncio.to_thread(env.close)
     return [t for t in results if t is not None]
 
 
-async def _play(
-    env: Any,
-    policy: ChatPolicyProtocol,
-    task: Task,
-    group_id: str,
-    seed: int,
-    system: str,
-    render: Callable[[str, Mapping[str, Any], bool], str],
-    reset_options: Callable[[Task], dict[str, Any]],
-) -> Trajectory:
-    # Resets of real engines may start a game process: keep them off the event loop.
-    obs, info = await asyncio.to_thread(env.reset, seed=seed, options=reset_options(task))
-    trajectory = Trajectory(
-        messages=[
-            {"role": "system", "content": system},
-            {"role": "user", "content": render(obs, info, True)},
-        ],
-        task_id=task.task_id,
-        task=task.instruction,
-        group_id=group_id,
+async def _play_one(env: Any, k: int, chats: _Chats, seed: int, options: dict[str, Any]) -> Episode:
+    # Real engines' resets and steps may start or drive a game process: keep them off the event loop.
+    obs, info = await asyncio.to_thread(env.reset, seed=seed, options=options)
+    episode = Episode(
+        task=str(info.get("task", "")),
+        task_id=str(info.get("task_id", "")),
+        episode_id=str(info.get("episode_id", "")),
+        observations=[obs],
         source=str(info.get("source", "")),
     )
-    astep = getattr(env, "astep", None)
     while True:
-        answer = await policy.act(trajectory.messages, list(info.get("admissible_actions") or []))
-        sample = answer if isinstance(answer, ActionSample) else ActionSample(str(answer))
-        action = sample.text
-        trajectory.samples.append(sample)
-        if astep is not None:
-            obs, reward, terminated, truncated, info = await astep(action)
-        else:
-            obs, reward, terminated, truncated, info = await asyncio.to_thread(env.step, action)
-        trajectory.messages.append({"role": "assistant", "content": action})
-        trajectory.rewards.append(float(reward))
+        action = await chats.act(k, env, obs, info)
+        obs, reward, terminated, truncated, info = await asyncio.to_thread(env.step, action)
+        episode.actions.append(action)
+        episode.rewards.append(float(reward))
+        episode.observations.append(obs)
         if terminated or truncated:
             break
-        trajectory.messages.append({"role": "user", "content": render(obs, info, False)})
-    trajectory.final_observation = obs
-    trajectory.reward = float(sum(trajectory.rewards))
-    trajectory.success = bool(info.get("success", False))
-    trajectory.terminated, trajectory.truncated = bool(terminated), bool(truncated)
-    return trajectory
+    episode.success = bool(info.get("success", False))
+    episode.terminated, episode.truncated = bool(terminated), bool(truncated)
+    return episode
 
 
 def _progress_bar(total: int) -> Any:
