@@ -56,6 +56,12 @@ class RenderModeError(ConfigError, TypeError):
     a ``TypeError``, builds the env again without it.
     """
 
+    def __init__(self, message: str) -> None:
+        # gymnasium.make re-raises a creator's TypeError as ``type(e)(f"{e} ... with kwargs ({kwargs})")``,
+        # which would print every keyword argument, an API key included: keep the message, not them.
+        head, cut, _ = message.partition(" with kwargs (")
+        super().__init__(head + (" (keyword arguments not shown)" if cut else ""))
+
 
 class DomainError(DreamGymError, ValueError):
     """A domain name, spec or task is unknown or malformed."""

@@ -54,6 +54,14 @@ def test_unsupported_render_mode_is_a_type_error_naming_the_modes() -> None:
     assert gym.make(ENV_ID, render_mode="ansi", **SCRIPTED).render_mode == "ansi"
 
 
+def test_render_mode_error_does_not_echo_the_keyword_arguments() -> None:
+    """Gymnasium re-raises a creator's TypeError with every keyword argument in the message."""
+    with pytest.raises(RenderModeError) as caught:
+        gym.make(ENV_ID, render_mode="rgb_array", api_key="sk-not-for-logs", **SCRIPTED)
+    assert "sk-not-for-logs" not in str(caught.value) and "rgb_array" in str(caught.value)
+    assert "DreamGym/TextWorld-v0" in str(caught.value)
+
+
 @pytest.mark.parametrize("vec_env", ["DummyVecEnv", "SubprocVecEnv"])
 def test_sb3_make_vec_env_trains_ppo(vec_env: str) -> None:
     from stable_baselines3 import PPO
