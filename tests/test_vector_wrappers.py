@@ -159,6 +159,9 @@ def test_single_env_truncates_once_at_the_limit_with_its_own_outcome() -> None:
         ({"max_episode_steps": 4}, 4),
         ({"max_steps": 5}, 5),
         ({"max_steps": 5, "max_episode_steps": 4}, 4),
+        ({"max_steps": 60, "max_episode_steps": 60}, 60),  # past the domain's 50 takes both
+        ({"max_steps": 60}, 50),
+        ({"max_steps": 60, "max_episode_steps": -1}, 60),
     ],
 )
 def test_vector_step_limit_is_the_smaller_of_max_steps_and_max_episode_steps(
@@ -166,3 +169,23 @@ def test_vector_step_limit_is_the_smaller_of_max_steps_and_max_episode_steps(
 ) -> None:
     envs = gym.make_vec(ENV_ID, num_envs=2, backend="scripted", **kwargs)
     assert [env.max_steps for env in envs.unwrapped.envs] == [limit, limit]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "limit"),
+    [
+        ({}, 15),
+        ({"max_steps": 4}, 4),
+        ({"max_episode_steps": 4}, 4),
+        ({"max_steps": 20, "max_episode_steps": 20}, 20),
+        ({"max_steps": 20}, 15),
+    ],
+)
+def test_gymnasium_make_truncates_once_at_the_smaller_limit(kwargs: dict[str, int], limit: int) -> None:
+    env = gym.make("DreamGym/WebShop-v0", backend="scripted", **kwargs)
+    env.reset(seed=0)
+    for t in range(1, 21):  # noqa: B007  (t is the step that truncated)
+        *_, terminated, truncated, _ = env.step("")  # invalid: counts, never terminates, no model call
+        if truncated:
+            break
+    assert (t, terminated, truncated) == (limit, False, True)
