@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dreamgym_env.buffer import ReplayBuffer
+from dreamgym_env.domains.textworld import textworld_task_id
 from dreamgym_env.real.textworld import make_games, play_noisy_expert
 
 
@@ -73,7 +74,7 @@ def main() -> None:
         )
         games = [g.path for g in suite.games]
         splits = [g.split for g in suite.games]
-        heldout = sorted(f"textworld-{Path(p).stem}" for p in suite.paths("heldout"))
+        heldout = sorted(textworld_task_id(p) for p in suite.paths("heldout"))
         (out.parent / "heldout_tasks.txt").write_text("\n".join(heldout) + "\n", encoding="utf-8")
     else:
         games_dir = Path(args.games_dir or out.parent / "games")

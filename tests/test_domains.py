@@ -525,3 +525,59 @@ def test_parse_price_upper():
     assert parse_price_upper("red shoes, and price lower than 40.00 dollars") == 40.0
     assert parse_price_upper("price less than 7 dollars") == 7.0
     assert parse_price_upper("find it at a discounted price") is None
+
+
+# ------------------------------------------------------------------------------------------- one task, one id
+def test_an_imported_react_transcript_carries_the_task_the_domain_loads(tmp_path):
+    from dreamgym_env.buffer.loaders import LoadIssue, iter_records
+    from dreamgym_env.types import TASK_METADATA
+
+    room = "You are in the middle of a room. Looking quickly around you, you see a cabinet 1 and a toilet 1."
+    transcript = f"{room}\nYour task is to: put some spraybottle on toilet.\n> go to cabinet 1\nOn the cabinet 1, you see a spraybottle 1.\n"
+    path = _write(tmp_path, "react.json", json.dumps({"react_put_0": transcript}))
+    (task,) = load_alfworld_react_tasks(path)
+    records = list(iter_records([path], "alfworld-react"))
+    assert not [r for r in records if isinstance(r, LoadIssue)]
+    (transition,) = records[0].transitions
+    assert (transition.task_id, transition.task) == (task.task_id, task.instruction)
+    assert transition.metadata[TASK_METADATA] == task.metadata
+    assert task.metadata["task_type"] == "pick_and_place_simple"
+
+
+@needs_data
+def test_the_react_file_gives_the_same_task_ids_to_tasks_and_transitions():
+    from dreamgym_env.buffer.loaders import iter_records
+
+    path = DATA / "alfworld" / "react_alfworld_3prompts.json"
+    task_ids = {t.task_id for t in load_alfworld_react_tasks(path)}
+    transition_ids = {t.task_id for r in iter_records([path], "alfworld-react") for t in r.transitions}
+    assert transition_ids == task_ids and len(task_ids) == 36
+
+
+def test_a_textworld_game_task_id_is_the_domains():
+    from dreamgym_env.domains.textworld import textworld_task_id
+
+    assert textworld_task_id("/games/tw-cooking-3.z8") == "textworld-tw-cooking-3"
+
+
+@pytest.mark.real
+def test_real_textworld_tasks_use_the_domains_task_id_and_make_valid_variants(tmp_path):
+    pytest.importorskip("textworld")
+    from dreamgym_env.curriculum.formats import get_format
+    from dreamgym_env.curriculum.validators import validate_task
+    from dreamgym_env.domains.textworld import state_quest, textworld_task_id
+    from dreamgym_env.real.textworld import make_games, tasks_from_games
+
+    (game,) = make_games(tmp_path, n=1, seed=3)
+    (task,) = tasks_from_games([game])
+    assert task.task_id == textworld_task_id(game)
+    assert state_quest(task.metadata["initial_observation"]) == task.instruction
+    fmt = get_format("textworld")
+    quest = "examine the room and take everything you can see."
+    metadata = fmt.to_metadata(fmt.model.model_validate({"object": "room", "instruction": quest}), task)
+    child = Task(task_id="c", domain="textworld", instruction=quest, metadata=metadata)
+    assert validate_task(child) is None and "game_file" not in metadata
+    start = get_domain("textworld").initial_state(child, rng(0))
+    assert (
+        state_quest(start.state) == quest and start.admissible_actions == task.metadata["initial_admissible"]
+    )

@@ -22,6 +22,8 @@ __all__ = [
     "ALFWORLD_GOAL_TEMPLATES",
     "ALFWORLD_TASK_TYPES",
     "ALFWORLD_TOOLS",
+    "alfworld_react_task",
+    "alfworld_react_task_id",
     "alfworld_tasks_from_templates",
     "load_alfworld_react_tasks",
     "load_alfworld_traj_data",
@@ -221,27 +223,51 @@ def load_alfworld_react_tasks(path: PathLike) -> list[Task]:
     for name, text in data.items():
         if not isinstance(text, str):
             raise DataFormatError(f"item {name!r}: trajectory must be a string", path=str(p))
-        match = _TASK_LINE.search(text)
-        if match is None:
-            raise DataFormatError(f"item {name!r}: no 'Your task is to: ...' line", path=str(p))
-        instruction = match.group(1).strip()
-        parsed = parse_alfworld_goal(instruction) or {}
-        key_type = _REACT_KEY_TYPES.get(name.split("_")[1]) if name.count("_") >= 2 else None
-        task_type = key_type or parsed.get("task_type")
-        if task_type is None:
-            raise DataFormatError(f"item {name!r}: cannot tell the task type of {instruction!r}", path=str(p))
-        metadata: dict[str, Any] = {**parsed, "task_type": task_type}
-        metadata["initial_observation"] = text[: match.start()].strip()
-        tasks.append(
-            Task(
-                task_id=f"alfworld-react-{name}",
-                domain="alfworld",
-                instruction=instruction,
-                metadata=metadata,
-                source="alfworld:react_prompts",
+        try:
+            task = alfworld_react_task(name, text)
+        except ValueError as e:
+            raise DataFormatError(f"item {name!r}: {e}", path=str(p)) from None
+        if "task_type" not in task.metadata:
+            raise DataFormatError(
+                f"item {name!r}: cannot tell the task type of {task.instruction!r}", path=str(p)
             )
-        )
+        tasks.append(task)
     return tasks
+
+
+def alfworld_react_task_id(name: str) -> str:
+    """The task id of a ReAct prompt file's entry ``name``: ``alfworld-react-<name>``."""
+    return f"alfworld-react-{name}"
+
+
+def alfworld_react_task(name: str, text: str) -> Task:
+    """The task of one ReAct trajectory (``name`` -> ``text``), as the task loader and the buffer import see it.
+
+    The instruction is the ``Your task is to: ...`` line; metadata holds ``task_type`` (from the name,
+    else from the sentence; left out when neither tells), ``object``, ``receptacle`` or ``lamp``, and
+    ``initial_observation``, the text before the task line.
+
+    Raises:
+        ValueError: The text has no task line.
+    """
+    match = _TASK_LINE.search(text)
+    if match is None:
+        raise ValueError("no 'Your task is to: ...' line")
+    instruction = match.group(1).strip()
+    parsed = parse_alfworld_goal(instruction) or {}
+    key_type = _REACT_KEY_TYPES.get(name.split("_")[1]) if name.count("_") >= 2 else None
+    metadata: dict[str, Any] = dict(parsed)
+    task_type = key_type or parsed.get("task_type")
+    if task_type is not None:
+        metadata["task_type"] = task_type
+    metadata["initial_observation"] = text[: match.start()].strip()
+    return Task(
+        task_id=alfworld_react_task_id(name),
+        domain="alfworld",
+        instruction=instruction,
+        metadata=metadata,
+        source="alfworld:react_prompts",
+    )
 
 
 # ALFRED scene numbers: FloorPlan1-30 kitchens, 201-230 living rooms, 301-330 bedrooms, 401-430 bathrooms.

@@ -8,8 +8,10 @@ turns generated games into tasks whose first state is the real game's, and
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -24,6 +26,7 @@ __all__ = [
     "render_textworld_start",
     "render_textworld_state",
     "state_quest",
+    "textworld_task_id",
     "with_quest",
 ]
 
@@ -37,6 +40,15 @@ TEXTWORLD_VERBS: frozenset[str] = frozenset(
 
 QUEST_PREFIX = "Your task is to: "
 """How a first state states its quest, on its last line (:func:`render_textworld_start`)."""
+
+
+def textworld_task_id(game: str | os.PathLike[str]) -> str:
+    """The task id of a generated game: ``textworld-<file stem>`` (``tw-cooking-3.z8`` -> ``textworld-tw-cooking-3``).
+
+    The real wrapper's tasks, :func:`dreamgym_env.real.textworld.tasks_from_games` and the collection
+    script's held-out lists all name a game's task with it.
+    """
+    return f"textworld-{Path(game).stem}"
 
 
 def _tidy(text: str) -> str:

@@ -17,7 +17,12 @@ from typing import Any
 import numpy as np
 
 from dreamgym_env.domains import Domain
-from dreamgym_env.domains.textworld import TextWorldDomain, render_textworld_start, render_textworld_state
+from dreamgym_env.domains.textworld import (
+    TextWorldDomain,
+    render_textworld_start,
+    render_textworld_state,
+    textworld_task_id,
+)
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.base import RealReset, RealStep, RealTextEnv
 from dreamgym_env.real.mapping import clean_game_text
@@ -103,7 +108,7 @@ class TextGameEnv(RealTextEnv):
     def _make_task(self, game: str, game_state: Mapping[str, Any], state: str) -> Task:
         objective = " ".join(str(game_state["objective"] or "").split())
         return Task(
-            task_id=f"{self.domain.name}-{Path(game).stem}",
+            task_id=textworld_task_id(game),
             domain=self.domain.name,
             instruction=objective,
             metadata={"game_file": game},

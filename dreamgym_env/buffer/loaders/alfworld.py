@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dreamgym_env.buffer.loaders.base import LoadIssue, Record, line_of_key, read_text
-from dreamgym_env.domains.tasks import parse_alfworld_goal
-from dreamgym_env.types import Task, Transition
+from dreamgym_env.domains.alfworld_tasks import alfworld_react_task
+from dreamgym_env.types import Transition
 
 __all__ = ["load_alfworld_react", "parse_react_transcript"]
 
@@ -66,12 +66,12 @@ def parse_react_transcript(text: str) -> tuple[str, list[tuple[str, str, str, li
 
 
 def _transitions(name: str, text: str, domain: str) -> list[Transition]:
-    task, steps = parse_react_transcript(text)
+    _, steps = parse_react_transcript(text)
     style, _, rest = name.partition("_")
     task_type = rest.rsplit("_", 1)[0] if rest else ""
-    goal = Task(
-        task_id=f"alfworld:{task}", domain=domain, instruction=task, metadata=parse_alfworld_goal(task) or {}
-    )
+    goal = alfworld_react_task(name, text)  # the task (id, facts) the ALFWorld domain loads for it
+    if goal.domain != domain:
+        goal = goal.model_copy(update={"domain": domain})
     transitions = []
     for step, (state, action, next_state, thoughts) in enumerate(steps):
         last = step == len(steps) - 1
