@@ -581,3 +581,21 @@ def test_real_textworld_tasks_use_the_domains_task_id_and_make_valid_variants(tm
     assert (
         state_quest(start.state) == quest and start.admissible_actions == task.metadata["initial_admissible"]
     )
+
+
+def test_an_alfworld_trial_has_one_task_id_for_its_traj_data_and_its_real_game(tmp_path):
+    from dreamgym_env.domains.alfworld_tasks import alfworld_trial_task_id
+    from dreamgym_env.real.alfworld import ALFWorldRealEnv
+
+    trial = tmp_path / "pick_and_place_simple-Mug-None-Desk-308" / "trial_T20190908_100000_000001"
+    trial.mkdir(parents=True)
+    data = {
+        "task_id": trial.name,
+        "task_type": "pick_and_place_simple",
+        "pddl_params": {"object_target": "Mug", "parent_target": "Desk"},
+    }
+    (trial / "traj_data.json").write_text(json.dumps(data))
+    (task,) = load_alfworld_traj_data(trial / "traj_data.json")
+    state = "You are in the middle of a room.\nYour task is to: put a mug in desk."
+    real = ALFWorldRealEnv._make_task(None, str(trial / "game.tw-pddl"), {}, state)  # type: ignore[arg-type]
+    assert task.task_id == real.task_id == alfworld_trial_task_id(trial.name)

@@ -25,6 +25,7 @@ __all__ = [
     "alfworld_react_task",
     "alfworld_react_task_id",
     "alfworld_tasks_from_templates",
+    "alfworld_trial_task_id",
     "load_alfworld_react_tasks",
     "load_alfworld_traj_data",
     "make_alfworld_task",
@@ -270,6 +271,14 @@ def alfworld_react_task(name: str, text: str) -> Task:
     )
 
 
+def alfworld_trial_task_id(trial: str) -> str:
+    """The task id of an ALFRED trial (``trial_T2019...``, its folder's name): ``alfworld-<trial>``.
+
+    The ``traj_data.json`` loader and the real wrapper (from the game file's folder) both use it.
+    """
+    return f"alfworld-{trial}"
+
+
 # ALFRED scene numbers: FloorPlan1-30 kitchens, 201-230 living rooms, 301-330 bedrooms, 401-430 bathrooms.
 _SCENE_KINDS = ((0, "kitchen"), (200, "livingroom"), (300, "bedroom"), (400, "bathroom"))
 _ALFRED_MOVABLE_RECEP = "pick_and_place_with_movable_recep"
@@ -361,7 +370,12 @@ def _traj_data_tasks(path: Path, human_annotations: bool) -> list[Task]:
     if isinstance(scene_num, int):
         scene = next(kind for floor, kind in reversed(_SCENE_KINDS) if scene_num > floor)
     base = make_alfworld_task(
-        task_type, obj, recep or None, lamp=lamp or "desklamp", scene=scene, task_id=f"alfworld-{trial}"
+        task_type,
+        obj,
+        recep or None,
+        lamp=lamp or "desklamp",
+        scene=scene,
+        task_id=alfworld_trial_task_id(trial),
     )
     metadata = {
         **base.metadata,
@@ -375,7 +389,7 @@ def _traj_data_tasks(path: Path, human_annotations: bool) -> list[Task]:
         raise DataFormatError("turk_annotations.anns holds no task_desc", path=str(path))
     return [
         Task(
-            task_id=f"alfworld-{trial}-ann{i}",
+            task_id=f"{alfworld_trial_task_id(trial)}-ann{i}",
             domain="alfworld",
             instruction=desc,
             metadata=metadata,

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dreamgym_env.domains.tasks import parse_alfworld_goal
+from dreamgym_env.domains.alfworld_tasks import alfworld_trial_task_id, parse_alfworld_goal
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.mapping import clean_game_text
 from dreamgym_env.real.textworld import TextGameEnv
@@ -119,7 +119,7 @@ class ALFWorldRealEnv(TextGameEnv):
             "initial_observation": state,
         }
         return Task(
-            task_id=f"alfworld-{Path(game).parent.name}",
+            task_id=alfworld_trial_task_id(Path(game).parent.name),
             domain="alfworld",
             instruction=instruction,
             metadata=metadata,
