@@ -156,14 +156,17 @@ class Rejection:
 class TaskPool:
     """Durable storage of the curriculum's tasks and outcome history.
 
-    One connection per pool object, usable from several threads (calls are serialised by a lock).
-    Several processes may open the same file: SQLite serialises writers and ``busy_timeout`` makes a
-    writer wait for the lock rather than fail.
+    Usable from several threads. Several processes may open the same file (SQLite serialises
+    writers, and ``busy_timeout`` makes a writer wait for the lock rather than fail) or, on any
+    machine, the same PostgreSQL database (writers take the pool's table lock in turn).
 
     Args:
-        path: Database file (created if missing; may be the replay buffer's file), or ``":memory:"``.
-        busy_timeout_s: How long to wait for another writer's lock.
-        synchronous: ``"NORMAL"`` (survives process crashes) or ``"FULL"`` (also power loss).
+        path: Database file (created if missing; may be the replay buffer's file), ``":memory:"``,
+            or a PostgreSQL URL (``postgresql://user:password@host:5432/dbname``; needs the
+            ``postgres`` extra; may be the replay buffer's database). :attr:`path` keeps it with
+            any password redacted.
+        busy_timeout_s: How long to wait for another writer's lock (and, for PostgreSQL, to connect).
+        synchronous: SQLite only: ``"NORMAL"`` (survives process crashes) or ``"FULL"`` (also power loss).
 
     Example:
         >>> pool = TaskPool("runs/curriculum.sqlite")
