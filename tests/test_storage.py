@@ -1,5 +1,6 @@
 """The shared store layer: SQLite opening, URL redaction, and PostgreSQL behind the same API."""
 
+import json
 import logging
 import subprocess
 import sys
@@ -175,3 +176,14 @@ def test_rollout_workers_share_buffer_and_curriculum_without_ray(postgres_url):
     finally:
         a.close()
         b.close()
+
+
+def test_the_curriculum_command_reads_a_pool_by_url(postgres_url, capsys):
+    from dreamgym_env.cli import main
+
+    with TaskPool(postgres_url) as pool:
+        pool.add_tasks([Task(task_id="a0", domain="alfworld", instruction="put a mug in cabinet.")])
+        pool.record_outcome("a0", 1.0, True)
+    assert main(["curriculum", "stats", postgres_url, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["pool_size"] == 1 and ":***@" in report["path"]

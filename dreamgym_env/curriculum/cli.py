@@ -15,8 +15,9 @@ __all__ = ["add_curriculum_commands"]
 
 def _open_pool(path: str, *, must_exist: bool = True) -> Any:
     from dreamgym_env.curriculum.pool import TaskPool
+    from dreamgym_env.storage.urls import is_postgres_url
 
-    if must_exist and path != ":memory:" and not Path(path).exists():
+    if must_exist and path != ":memory:" and not is_postgres_url(path) and not Path(path).exists():
         raise DreamGymError(
             f"no task pool at {path}; give the pool file a training run wrote (CurriculumSampler(path))"
         )
