@@ -8,8 +8,10 @@ wrappers.
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -24,6 +26,7 @@ from dreamgym_env.vector import DreamGymVectorEnv
 from dreamgym_env.wrappers import DiscreteActions, TextEmbedding, VectorDiscreteActions, VectorTextEmbedding
 
 ENV_ID = "DreamGym/TextWorld-v0"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SCRIPTED = {"backend": "scripted", "max_steps": 3}
 
 
@@ -214,6 +217,18 @@ def test_cleanrl_loop_next_step_marks_the_reset_steps_to_skip() -> None:
         autoreset = np.logical_or(terminations, truncations)
         ended += int(autoreset.sum())
     assert skipped > 0 and kept + skipped == 48 and skipped <= ended
+
+
+def test_cleanrl_style_ppo_example_trains_at_a_tiny_budget() -> None:
+    spec = importlib.util.spec_from_file_location("cleanrl_ppo", EXAMPLES / "cleanrl_ppo.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["cleanrl_ppo"] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    result = module.main(
+        module.Args(backend="scripted", num_envs=2, num_steps=8, total_timesteps=32, max_steps=3)
+    )
+    assert result["updates"] == 2 and result["lengths"] and max(result["lengths"]) <= 3
 
 
 # ---------------------------------------------------------------------------------- Gymnasium wrappers
