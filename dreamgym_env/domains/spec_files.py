@@ -103,9 +103,14 @@ def _parse_yaml(path: Path, text: str) -> Any:
         problem = getattr(e, "problem", None) or str(e)
         raise DomainError(f"{path}{where}: not valid YAML: {problem}") from e
     except _TooManyValues as e:
+        if e.aliased:
+            raise DomainError(
+                f"{path}: the YAML expands to more than {MAX_SPEC_VALUES:,} values ({e.count:,} once its "
+                "aliases are expanded); a spec uses few aliases (*name): write repeated values out"
+            ) from None
         raise DomainError(
-            f"{path}: the YAML expands to more than {MAX_SPEC_VALUES:,} values ({e.count:,} once its "
-            "aliases are expanded); a spec uses few aliases (*name): write repeated values out"
+            f"{path}: the YAML holds {e.count:,} values; a spec holds at most {MAX_SPEC_VALUES:,} "
+            "(put trajectories in their own file and name it under 'trajectories')"
         ) from None
     finally:
         if loader is not None:
@@ -113,9 +118,10 @@ def _parse_yaml(path: Path, text: str) -> Any:
 
 
 class _TooManyValues(Exception):
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, *, aliased: bool) -> None:
         super().__init__(count)
         self.count = count
+        self.aliased = aliased
 
 
 def _bounded_loader(yaml: Any) -> type:
@@ -123,17 +129,20 @@ def _bounded_loader(yaml: Any) -> type:
 
     The composed node graph shares one node per anchor, so it stays as small as the text; what blows
     up is building (and later validating) the expanded values. The expanded size is counted on the
-    graph, each shared node once (memoised), before anything is built.
+    graph, each shared node once (memoised), before anything is built. libyaml's loader is used when
+    PyYAML has it: it parses several times faster and refuses nesting past 1,000 levels itself.
     """
+    base = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
 
-    class BoundedSafeLoader(yaml.SafeLoader):  # type: ignore[misc, name-defined]
+    class BoundedSafeLoader(base):  # type: ignore[misc, valid-type]
         def get_single_data(self) -> Any:
             node = self.get_single_node()
             if node is None:
                 return None
-            count = _expanded_size(node, {})
+            memo: dict[int, int] = {}
+            count = _expanded_size(node, memo)
             if count > MAX_SPEC_VALUES:
-                raise _TooManyValues(count)
+                raise _TooManyValues(count, aliased=count > len(memo))
             return self.construct_document(node)
 
     return BoundedSafeLoader
