@@ -202,6 +202,13 @@ class EnvConfig(BaseModel):
             "counts as unparsable)."
         ),
     )
+    fixed_answer_chars: int | None = Field(
+        None,
+        ge=2,
+        description="Throughput measurements only: pin every answer to one fixed text of this many "
+        "characters, never done (experience.schema.fixed_answer_schema, enforced by structured "
+        "decoding), so each request costs the same and no episode ends before max_steps.",
+    )
     parse_retries: int = Field(2, ge=0, description="New requests after an unparsable answer.")
     on_invalid_output: Literal["raise", "fail_state"] = Field(
         "raise",

@@ -8,8 +8,9 @@
   stream into finished episodes (Gymnasium's ``NEXT_STEP`` autoreset).
 * :func:`aplay_episodes` plays a given list of episodes (each its own seed and reset options, e.g. a
   task) on a :class:`~dreamgym_env.vector.DreamGymVectorEnv` through its public async step, with an
-  async policy: every step of all live episodes is one vector step, so the experience-model requests go
-  out together and the replay buffer is searched once per step for all of them.
+  async policy: in lock-step, every step of all live episodes is one vector step (the model requests go
+  out together, the replay buffer is searched once per step for all of them); with ``lockstep=False``
+  each episode advances as soon as its own answer arrives, keeping the server busy.
 * :func:`group_advantages` scores the episodes of one GRPO group against each other.
 """
 
@@ -200,8 +201,21 @@ async def aplay_episodes(
     policy: AsyncPolicy,
     *,
     on_finish: Callable[[int, Episode], None] | None = None,
+    lockstep: bool = True,
 ) -> list[Episode]:
     """Play every job to its end on ``envs``, ``envs.num_envs`` at a time; return them in job order.
+
+    Two schedules. ``lockstep=True`` (below) moves all live episodes one vector step at a time.
+    ``lockstep=False`` lets each episode advance as soon as its own answer arrives: sub-env ``i``
+    plays its jobs one after another, stepping its own :class:`~dreamgym_env.env.DreamGymEnv`
+    (``envs.envs[i]``) with no barrier between sub-envs, so a short answer never waits for a long
+    one, an ended episode's slot takes the next job at once, and the server always has
+    ``num_envs`` requests in flight. Trainers that need no synchronised steps (GRPO-style group
+    rollouts) get the server's continuous throughput this way; the price is one buffer search
+    per transition instead of one per vector step, and a failure (server down) cancels the other
+    episodes' pending requests and raises, losing the episodes still running (none advances on a
+    cancelled request). The vector env's own step state is not used: reset it before stepping
+    it directly again.
 
     ``envs`` is a :class:`~dreamgym_env.vector.DreamGymVectorEnv` made with
     ``autoreset_mode=DISABLED``: a sub-env whose episode ends is reset with the next job
@@ -216,6 +230,7 @@ async def aplay_episodes(
         jobs: The episodes to play.
         policy: ``await policy(job_index, observation, info)`` gives that episode's next action.
         on_finish: Called with ``(job_index, episode)`` as each episode ends (e.g. a progress bar).
+        lockstep: ``True``: one vector step at a time; ``False``: each episode at its own pace.
     """
     if envs.metadata.get("autoreset_mode") is not AutoresetMode.DISABLED:
         raise ConfigError(
@@ -224,6 +239,9 @@ async def aplay_episodes(
     n = envs.num_envs
     queue = deque(enumerate(jobs))
     results: list[Episode | None] = [None] * len(jobs)
+    if not lockstep:
+        await _play_unsynchronised(envs.envs, queue, policy, results, on_finish)
+        return [e for e in results if e is not None]
     running: list[tuple[int, Episode, dict[str, Any]] | None] = [None] * n
 
     async def start(i: int) -> None:
@@ -267,3 +285,44 @@ async def aplay_episodes(
             if queue:
                 await start(i)
     return [e for e in results if e is not None]
+
+
+async def _play_unsynchronised(
+    sub_envs: Sequence[Any],
+    queue: deque[tuple[int, EpisodeJob]],
+    policy: AsyncPolicy,
+    results: list[Episode | None],
+    on_finish: Callable[[int, Episode], None] | None,
+) -> None:
+    """:func:`aplay_episodes` without lock-step: one task per sub-env, each pulling jobs from ``queue``."""
+
+    async def slot(env: Any) -> None:
+        while queue:
+            k, job = queue.popleft()
+            # A reset may start a game process: keep it off the event loop.
+            obs, info = await asyncio.to_thread(env.reset, seed=job.seed, options=dict(job.options))
+            episode = _start(obs, info)
+            while True:
+                action = str(await policy(k, obs, info))
+                obs, reward, terminated, truncated, info = await env.astep(action)
+                episode.actions.append(action)
+                episode.rewards.append(float(reward))
+                episode.observations.append(obs)
+                if terminated or truncated:
+                    break
+            episode.success = bool(info.get("success", False))
+            episode.terminated, episode.truncated = bool(terminated), bool(truncated)
+            results[k] = episode
+            if on_finish is not None:
+                on_finish(k, episode)
+
+    tasks = [asyncio.ensure_future(slot(env)) for env in sub_envs[: len(queue)]]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        failed = next((t for t in tasks if t in done and t.exception() is not None), None)
+    finally:  # on a failure, or the caller's cancellation: no request is left running
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    if failed is not None:
+        raise failed.exception()  # type: ignore[misc]

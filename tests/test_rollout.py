@@ -85,3 +85,63 @@ def test_disabled_vector_env_lets_ended_sub_envs_sit_out_with_none():
     assert obs[0] == "" and rewards[0] == 0.0 and terms.tolist() == [False, True]
     with pytest.raises(DreamGymError):
         envs.step(["go[1]", None])  # sub-env 0 is still ended after sitting out
+
+
+def test_aplay_episodes_without_lockstep_lets_fast_episodes_pass_a_slow_one():
+    """Job 0's answers wait until every other job has finished: only unsynchronised play gets there."""
+    import asyncio
+
+    from gymnasium.vector import AutoresetMode
+
+    from dreamgym_env._runner import run_sync
+    from dreamgym_env.experience.backends import Backend
+    from dreamgym_env.experience.backends.base import Completion
+    from dreamgym_env.experience.backends.scripted import echo_world
+    from dreamgym_env.rollout import EpisodeJob, aplay_episodes
+
+    others_done = asyncio.Event()
+    finished: list[int] = []
+
+    class HeldBackend(Backend):
+        async def acomplete(self, request):
+            if request.query.task.task_id == "toy-1":
+                await asyncio.wait_for(others_done.wait(), timeout=5)
+            return Completion(text=echo_world(request).model_dump_json())
+
+    def on_finish(k, episode):
+        finished.append(k)
+        if len(finished) == 3:
+            others_done.set()
+
+    envs = DreamGymVectorEnv(
+        ToyDomain(), num_envs=2, backend=HeldBackend(), autoreset_mode=AutoresetMode.DISABLED
+    )
+    jobs = [EpisodeJob(seed=k, options={"task": "toy-1" if k == 0 else "toy-2"}) for k in range(4)]
+
+    async def policy(k, obs, info):
+        return "stop" if info["step"] >= 2 else "go[1]"
+
+    episodes = run_sync(aplay_episodes(envs, jobs, policy, on_finish=on_finish, lockstep=False))
+    assert finished == [1, 2, 3, 0]
+    assert [e.task_id for e in episodes] == ["toy-1", "toy-2", "toy-2", "toy-2"]
+    assert all(e.actions == ["go[1]", "go[1]", "stop"] and e.terminated for e in episodes)
+    assert all(len(e.observations) == 4 for e in episodes)
+
+
+def test_aplay_episodes_without_lockstep_raises_a_failed_step():
+    import pytest
+    from gymnasium.vector import AutoresetMode
+
+    from dreamgym_env._runner import run_sync
+    from dreamgym_env.errors import BackendError
+    from dreamgym_env.rollout import EpisodeJob, aplay_episodes
+
+    envs = DreamGymVectorEnv(
+        ToyDomain(), num_envs=2, backend=ScriptedBackend([]), autoreset_mode=AutoresetMode.DISABLED
+    )
+
+    async def policy(k, obs, info):
+        return "go[1]"
+
+    with pytest.raises(BackendError, match="ran out"):
+        run_sync(aplay_episodes(envs, [EpisodeJob(seed=0)], policy, lockstep=False))

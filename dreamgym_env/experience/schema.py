@@ -11,7 +11,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ExperienceOutput", "output_json_schema"]
+__all__ = [
+    "FIXED_ANSWER_FILLER",
+    "ExperienceOutput",
+    "fixed_answer",
+    "fixed_answer_schema",
+    "output_json_schema",
+]
 
 
 class ExperienceOutput(BaseModel):
@@ -56,4 +62,41 @@ def output_json_schema(
         props["admissible_actions"]["maxItems"] = max_actions
     if max_action_chars is not None:
         props["admissible_actions"]["items"]["maxLength"] = max_action_chars
+    return schema
+
+
+#: The character a fixed answer repeats: one that tokenizers rarely merge, so an answer of L of them is
+#: close to L tokens (the benchmark checks the real count in vLLM's ``usage``).
+FIXED_ANSWER_FILLER = "x"
+
+
+def fixed_answer(chars: int) -> ExperienceOutput:
+    """The one answer :func:`fixed_answer_schema` admits: ``chars`` filler characters, never done."""
+    if chars < 2:
+        raise ValueError(f"A fixed answer needs at least 2 characters, got {chars}.")
+    half = chars // 2
+    return ExperienceOutput(
+        reasoning=FIXED_ANSWER_FILLER * half,
+        next_state=FIXED_ANSWER_FILLER * (chars - half),
+        admissible_actions=[],
+        done=False,
+        success=False,
+    )
+
+
+def fixed_answer_schema(chars: int) -> dict[str, Any]:
+    """A schema with one admissible answer, for throughput measurements: constant work per request.
+
+    Every field is a ``const`` (the reasoning and next state together ``chars`` filler characters,
+    no admissible actions, ``done`` and ``success`` false), so under structured decoding every request
+    generates the same answer whatever the prompt, and no episode ends before its step limit. Ratios
+    between ways of driving the server then compare like with like, instead of the model's luck (how
+    long it talks, when it ends an episode).
+    """
+    answer = fixed_answer(chars).model_dump()
+    schema = output_json_schema()
+    for name, prop in schema["properties"].items():
+        for key in ("maxLength", "maxItems", "items"):
+            prop.pop(key, None)
+        prop["const"] = answer[name]
     return schema

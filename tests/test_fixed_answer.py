@@ -1,0 +1,41 @@
+"""The benchmark workload: one fixed answer per request, pinned by the output schema."""
+
+from __future__ import annotations
+
+import jsonschema
+import pytest
+
+from dreamgym_env import DreamGymEnv, ScriptedBackend
+from dreamgym_env.errors import ConfigError
+from dreamgym_env.experience.schema import fixed_answer, fixed_answer_schema
+from tests._toy import ToyDomain
+
+
+def test_the_schema_admits_the_fixed_answer_and_nothing_else():
+    schema = fixed_answer_schema(20)
+    answer = fixed_answer(20).model_dump()
+    jsonschema.validate(answer, schema)
+    assert len(answer["reasoning"]) + len(answer["next_state"]) == 20
+    for field, other in [
+        ("done", True),
+        ("success", True),
+        ("reasoning", "x" * 9),
+        ("next_state", "y" * 10),
+        ("admissible_actions", ["look"]),
+    ]:
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**answer, field: other}, schema)
+
+
+def test_an_env_with_fixed_answers_sends_the_schema_and_runs_to_its_step_limit():
+    backend = ScriptedBackend(lambda request: fixed_answer(16))
+    env = DreamGymEnv(ToyDomain(), backend=backend, fixed_answer_chars=16, max_steps=3)
+    env.reset(seed=0)
+    ends = [env.step("stop")[2:4] for _ in range(3)]  # "stop" would end a scripted episode at once
+    assert ends == [(False, False), (False, False), (False, True)]
+    assert all(r.json_schema == fixed_answer_schema(16) for r in backend.requests)
+
+
+def test_fixed_answer_chars_is_checked():
+    with pytest.raises(ConfigError, match="fixed_answer_chars"):
+        DreamGymEnv(ToyDomain(), backend="scripted", fixed_answer_chars=1)
