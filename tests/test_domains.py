@@ -599,3 +599,89 @@ def test_an_alfworld_trial_has_one_task_id_for_its_traj_data_and_its_real_game(t
     state = "You are in the middle of a room.\nYour task is to: put a mug in desk."
     real = ALFWorldRealEnv._make_task(None, str(trial / "game.tw-pddl"), {}, state)  # type: ignore[arg-type]
     assert task.task_id == real.task_id == alfworld_trial_task_id(trial.name)
+
+
+# ------------------------------------------------------------------------------------- WebShop page actions
+def test_webshop_page_actions_are_the_pages_bracketed_elements():
+    from dreamgym_env.domains.webshop import (
+        page_actions,
+        render_done_page,
+        render_item_page,
+        render_results_page,
+        render_search_page,
+        render_sub_page,
+    )
+
+    goal = "i want shoes, and price lower than 30.00 dollars"
+    assert page_actions(render_search_page(goal)) == []
+    assert page_actions(render_done_page(goal, "B1", {"size": "8"}, 1.0)) == []
+    results = render_results_page(
+        goal, "shoes", [("B1", "Shoes [2 Pack]", "$3"), ("B2", "", "")], page=2, total_results=50
+    )
+    assert page_actions(results) == [
+        "click[Back to Search]",
+        "click[< Prev]",
+        "click[Next >]",
+        "click[B1]",
+        "click[B2]",
+    ]
+    item = render_item_page(goal, "B1", "Shoes [2 Pack]", "$3", {"size": ["8", "9"]}, {"size": "8"})
+    assert page_actions(item) == [
+        "click[Back to Search]",
+        "click[< Prev]",
+        "click[8]",
+        "click[9]",
+        "click[Description]",
+        "click[Features]",
+        "click[Reviews]",
+        "click[Buy Now]",
+    ]
+    assert page_actions(render_sub_page(goal, "B1", "Reviews", "great [5 stars]")) == [
+        "click[Back to Search]",
+        "click[< Prev]",
+    ]
+
+
+def test_webshop_page_actions_agree_with_the_real_wrapper():
+    from dreamgym_env.domains.webshop import page_actions
+    from dreamgym_env.real.webshop import WebShopRealEnv
+    from tests.test_real_webshop import FakeWebShop
+
+    env = WebShopRealEnv(FakeWebShop(), sessions=[7])
+    obs, info = env.reset(seed=0)
+    for action in ("search[deodorant]", "click[B078GWRC1J]", "click[bright citrus]"):
+        assert sorted(info["admissible_actions"]) == sorted(page_actions(obs)), obs
+        obs, *_, info = env.step(action)
+    assert sorted(info["admissible_actions"]) == sorted(page_actions(obs))
+
+
+def test_imported_webshop_sessions_list_each_pages_actions(tmp_path):
+    from dreamgym_env.buffer.loaders import iter_records
+    from dreamgym_env.domains.webshop import page_actions
+    from dreamgym_env.types import ADMISSIBLE_ACTIONS, PREV_ADMISSIBLE_ACTIONS
+
+    goal = {"instruction_text": "i want a red mug, and price lower than 20.00 dollars", "asin": "B0MUG00001"}
+    pages = [
+        {"page": "index", "url": "http://x/", "goal": goal, "content": {}},
+        {
+            "page": "search_results",
+            "url": "http://x/search?q=red+mug",
+            "goal": goal,
+            "content": {"keywords": ["red", "mug"], "page": 1, "products": [{"asin": "B0MUG00001"}]},
+        },
+        {
+            "page": "item_page",
+            "url": "http://x/item/B0MUG00001",
+            "goal": goal,
+            "content": {"asin": "B0MUG00001"},
+        },
+    ]
+    path = tmp_path / "s1.jsonl"
+    path.write_text("\n".join(json.dumps(p) for p in pages) + "\n")
+    (record,) = iter_records([path], "webshop-session")
+    transitions = record.transitions
+    assert transitions, "the session gives transitions"
+    for t in transitions:
+        assert t.metadata[ADMISSIBLE_ACTIONS] == page_actions(t.next_state)
+        assert t.metadata[PREV_ADMISSIBLE_ACTIONS] == page_actions(t.state)
+    assert any(t.metadata[ADMISSIBLE_ACTIONS] for t in transitions)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ __all__ = [
     "OPTIONS_KEY",
     "WEBSHOP_CATEGORIES",
     "WebShopDomain",
+    "page_actions",
     "render_done_page",
     "render_item_page",
     "render_results_page",
@@ -62,6 +64,33 @@ def session_goal_metadata(goal: Mapping[str, Any]) -> dict[str, Any]:
         "product_category": goal.get("product_category"),
         "product_name": goal.get("name"),
     }
+
+
+_BRACKETED = re.compile(r"\[([^\[\]\n]+)\]")
+_NO_ELEMENTS = ("Instruction:", "Title:", "Selected:", "Bought:", "Price:", "Reward:")
+
+
+def page_actions(state: str) -> list[str]:
+    """The admissible actions of a page written by the ``render_*`` functions, in page order.
+
+    ``click[X]`` for each bracketed element; nothing on the search page (its query is free text) or
+    after buying. On a results line only the product id is an element (``[B09QKP7XQL] title | price``)
+    and a sub-page's text has none, so brackets in a title or a description are not elements.
+    """
+    lines = state.split("\n")
+    if not lines or lines[0].startswith(("WebShop | search page", "WebShop | purchase complete")):
+        return []
+    if lines[0].startswith("WebShop | item ") and lines[0].count(" | ") >= 2:
+        lines = lines[:3]  # a sub-page: its buttons, then free text
+    elements: dict[str, None] = {}
+    for line in lines[1:]:
+        if line.startswith(_NO_ELEMENTS):
+            continue
+        found = _BRACKETED.findall(line)
+        if found and line.startswith(f"[{found[0]}] ") and "|" in line:
+            found = found[:1]  # a result row: its product id
+        elements.update(dict.fromkeys(found))
+    return [f"click[{element}]" for element in elements]
 
 
 def render_search_page(instruction: str) -> str:

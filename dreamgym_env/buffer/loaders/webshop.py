@@ -34,6 +34,7 @@ from urllib.parse import unquote
 
 from dreamgym_env.buffer.loaders.base import LoadIssue, Record, iter_json_lines
 from dreamgym_env.domains.webshop import (
+    page_actions,
     render_done_page,
     render_item_page,
     render_results_page,
@@ -210,6 +211,8 @@ def load_webshop_session(path: Path, *, domain: str | None = None) -> Iterator[R
                 done=done,
                 success=done and (reward or 0.0) >= 1.0,
                 source="offline",
+                prev_admissible_actions=page_actions(state),
+                admissible_actions=page_actions(next_state),
                 metadata={"origin": "webshop-human-session", **(_purchase(after) if done else {})},
             )
         )
