@@ -1,4 +1,12 @@
-"""ALFWorld: household tasks in TextWorld rooms built from ALFRED scenes."""
+"""ALFWorld: household tasks in TextWorld rooms built from ALFRED scenes.
+
+This module owns the room layouts (:data:`ROOM_RECEPTACLES`, :func:`render_room`) and the first
+state; the task types, goal phrasings, task ids and task files are in
+:mod:`~dreamgym_env.domains.alfworld_tasks` (:meth:`ALFWorldDomain.load_tasks`). What uses them: the
+real env in :mod:`dreamgym_env.real.alfworld`; the ReAct transcript import in
+:mod:`dreamgym_env.buffer.loaders.alfworld`; the curriculum's ``ALFWORLD_FORMAT`` and
+``validate_alfworld`` (named in the domain table, :data:`dreamgym_env.domains.BUILTIN_DOMAINS`).
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,13 @@ TextWorld generates its games locally (``tw-make``), so it is the domain where t
 real engine can always be compared side by side: :func:`dreamgym_env.real.textworld.tasks_from_games`
 turns generated games into tasks whose first state is the real game's, and
 ``DreamGym/TextWorld-Real-v0`` plays the same games.
+
+This module owns TextWorld's formats: the state renderers (:func:`render_textworld_state`,
+:func:`render_textworld_start`), the quest line (:func:`state_quest`, :func:`with_quest`), the
+command verbs (:data:`TEXTWORLD_VERBS`) and task ids (:func:`textworld_task_id`). What uses them: the
+real env, game generation and the game suite in :mod:`dreamgym_env.real.textworld` and
+:mod:`dreamgym_env.real.textworld_suite`; the curriculum's ``TEXTWORLD_FORMAT`` and
+``validate_textworld`` (named in the domain table, :data:`dreamgym_env.domains.BUILTIN_DOMAINS`).
 """
 
 from __future__ import annotations

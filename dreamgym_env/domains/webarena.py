@@ -1,4 +1,12 @@
-"""WebArena: realistic self-hosted websites (store, store admin, GitLab, Reddit, map, Wikipedia)."""
+"""WebArena: realistic self-hosted websites (store, store admin, GitLab, Reddit, map, Wikipedia).
+
+This module owns the page listing (:func:`render_page`), the sites (:data:`DEFAULT_SITE_URLS`) and
+the first page; task files are in :mod:`~dreamgym_env.domains.webarena_tasks`
+(:meth:`WebArenaDomain.load_tasks`). What uses them: the real env in :mod:`dreamgym_env.real.webarena`
+with the accessibility-tree mapping in :mod:`dreamgym_env.real.axtree`; the curriculum's
+``WEBARENA_FORMAT`` and ``validate_webarena`` (named in the domain table,
+:data:`dreamgym_env.domains.BUILTIN_DOMAINS`).
+"""
 
 from __future__ import annotations
 

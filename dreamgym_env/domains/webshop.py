@@ -1,4 +1,14 @@
-"""WebShop: an online store where the agent searches, compares and buys one product for a written goal."""
+"""WebShop: an online store where the agent searches, compares and buys one product for a written goal.
+
+This module owns WebShop's formats: the page renderers (``render_*``), the admissible actions of a
+page (:func:`page_actions`), task ids (:func:`webshop_task_id`), the goal's hidden-fact keys
+(:data:`GOAL_FACT_KEYS`, :func:`session_goal_metadata`) and categories (:data:`WEBSHOP_CATEGORIES`).
+What uses them: task files in :mod:`~dreamgym_env.domains.webshop_tasks`
+(:meth:`WebShopDomain.load_tasks`); the real env in :mod:`dreamgym_env.real.webshop` with the text
+parser in :mod:`dreamgym_env.real.mapping`; the session-log import in
+:mod:`dreamgym_env.buffer.loaders.webshop`; the curriculum's ``WEBSHOP_FORMAT`` and
+``validate_webshop`` (named in the domain table, :data:`dreamgym_env.domains.BUILTIN_DOMAINS`).
+"""
 
 from __future__ import annotations
 
