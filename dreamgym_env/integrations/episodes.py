@@ -19,6 +19,7 @@ module is that, for any DreamGym id, simulated or real:
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -37,7 +38,7 @@ from dreamgym_env.training.collector import (
 )
 from dreamgym_env.types import Task
 
-__all__ = ["EPISODE_OVER", "TASK_COLUMN", "DreamGymEnvironments", "DreamGymToolEnv"]
+__all__ = ["EPISODE_OVER", "TASK_COLUMN", "DreamGymEnvironments", "DreamGymToolEnv", "environments_for"]
 
 #: The dataset column that carries a row's task (its JSON), read by :meth:`DreamGymToolEnv.reset`.
 TASK_COLUMN = "dreamgym_task"
@@ -340,3 +341,21 @@ def _sampled_rows(factory: DreamGymEnvironments, num_rows: int | None) -> Iterat
     rng = np.random.default_rng(factory._seed)
     for _ in itertools.count() if num_rows is None else range(num_rows):
         yield factory._row(factory.sampler.sample(rng))
+
+
+_POOLS: dict[str, DreamGymEnvironments] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def environments_for(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> DreamGymEnvironments:
+    """The process-wide environments of ``env_id`` with ``env_kwargs`` (one backend, one pool).
+
+    Trainers that make a rollout object per episode (verl's agent loops, verifiers' envs) cannot hold
+    the envs, their shared backend and its connections themselves, so they are kept here, one set
+    per distinct configuration (keyword values that are objects are told apart by their ``repr``).
+    """
+    key = json.dumps([env_id, dict(env_kwargs or {})], sort_keys=True, default=repr)
+    with _POOLS_LOCK:
+        if key not in _POOLS:
+            _POOLS[key] = DreamGymEnvironments(env_id, **dict(env_kwargs or {}))
+        return _POOLS[key]

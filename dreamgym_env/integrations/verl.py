@@ -35,8 +35,6 @@ and give each row ``agent_name: dreamgym_agent``, ``prompt`` (verl's ``raw_promp
 from __future__ import annotations
 
 import asyncio
-import json
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -44,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dreamgym_env.errors import ConfigError
-from dreamgym_env.integrations.episodes import DreamGymEnvironments, DreamGymToolEnv
+from dreamgym_env.integrations.episodes import DreamGymToolEnv, environments_for
 
 __all__ = ["AGENT_NAME", "EpisodeTokens", "environments_for", "run_episode"]
 
@@ -173,26 +171,9 @@ async def run_episode(
     return out
 
 
-_POOLS: dict[str, DreamGymEnvironments] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def environments_for(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> DreamGymEnvironments:
-    """The process-wide environments of ``env_id`` with ``env_kwargs`` (one backend, one pool).
-
-    verl makes a new agent-loop object for every rollout; the envs, their shared backend and its
-    connections must outlive them, so they are kept here, one set per distinct configuration.
-    """
-    key = json.dumps([env_id, dict(env_kwargs or {})], sort_keys=True, default=repr)
-    with _POOLS_LOCK:
-        if key not in _POOLS:
-            _POOLS[key] = DreamGymEnvironments(env_id, **dict(env_kwargs or {}))
-        return _POOLS[key]
-
-
 def _define_agent_loop() -> Any:
     """Define and register the verl agent loop (only where verl is installed)."""
-    from verl.experimental.agent_loop.agent_loop import (  # type: ignore[import-not-found]
+    from verl.experimental.agent_loop.agent_loop import (
         AgentLoopBase,
         AgentLoopOutput,
         register,
