@@ -213,13 +213,23 @@ class EpisodeEnv(gym.Env[str, str]):
         """Where a committed transition goes (the simulator's replay buffer); default nowhere."""
 
     def _episode_ended(self, reward: float, success: bool) -> None:  # noqa: B027 - optional hook
-        """Called once when an episode terminates or truncates (the curriculum's outcome)."""
+        """Called once when an episode terminates or truncates (the curriculum's outcome).
+
+        A truncation from outside (a ``TimeLimit`` wrapper) is reported by the next :meth:`reset`.
+        """
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
-        """Start an episode (``options`` are the subclass's: a task, a game file, a session...)."""
+        """Start an episode (``options`` are the subclass's: a task, a game file, a session...).
+
+        An episode that took steps but never ended here was truncated from outside, by Gymnasium's
+        ``TimeLimit`` (``gymnasium.make(..., max_episode_steps=N)`` below ``max_steps``) or an early
+        reset: its outcome (reward 0, no success) is reported now, so the curriculum counts it.
+        """
+        if not self._ended and self._step > 0:
+            self._episode_ended(0.0, False)
         super().reset(seed=seed)
         start = self._begin(dict(options or {}))
         self._task = start.task

@@ -189,3 +189,31 @@ def test_gymnasium_make_truncates_once_at_the_smaller_limit(kwargs: dict[str, in
         if truncated:
             break
     assert (t, terminated, truncated) == (limit, False, True)
+
+
+class CountingTasks:
+    """The domain's seed tasks, counting the outcomes the env reports (the curriculum's input)."""
+
+    def __init__(self) -> None:
+        self.tasks = get_domain("webshop").seed_tasks()
+        self.outcomes: list[tuple[float, bool]] = []
+
+    def sample(self, rng: np.random.Generator):  # type: ignore[no-untyped-def]
+        return self.tasks[int(rng.integers(len(self.tasks)))]
+
+    def record_outcome(self, task, reward: float, success: bool) -> None:  # type: ignore[no-untyped-def]
+        self.outcomes.append((reward, success))
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"max_episode_steps": 3}])
+def test_every_truncated_episode_reports_its_outcome(kwargs: dict[str, int]) -> None:
+    """Gymnasium's TimeLimit may end an episode before the env's own limit: it still counts, once."""
+    tasks = CountingTasks()
+    env = gym.make("DreamGym/WebShop-v0", backend="scripted", tasks=tasks, **kwargs)
+    for episode in range(4):
+        env.reset(seed=episode)
+        truncated = False
+        while not truncated:
+            *_, truncated, _ = env.step("")
+    env.reset(seed=99)
+    assert tasks.outcomes == [(0.0, False)] * 4
