@@ -291,7 +291,7 @@ def test_webarena_unknown_site_placeholder_is_a_clear_error():
 def test_seed_tasks_are_valid(name):
     domain = get_domain(name)
     tasks = domain.seed_tasks()
-    assert 10 <= len(tasks) <= 20
+    assert len(tasks) >= 10
     assert len({t.task_id for t in tasks}) == len(tasks)
     assert len({t.instruction for t in tasks}) == len(tasks)
     for task in tasks:

@@ -293,13 +293,11 @@ _SURFACES = frozenset(
         "tvstand",
     }
 )
-_LAMPS = frozenset({"desklamp", "floorlamp"})
-_LAMP_STANDS = ("desk", "sidetable")
 
 
 def validate_alfworld(task: Task) -> str | None:
     """ALFWorld: a known task type with an object and receptacle that fit it, in a room that can exist."""
-    from dreamgym_env.domains.alfworld import ROOM_RECEPTACLES
+    from dreamgym_env.domains.alfworld import LAMP_STANDS, LAMPS, ROOM_RECEPTACLES
     from dreamgym_env.domains.alfworld_tasks import ALFWORLD_TASK_TYPES, ALFWORLD_TOOLS, parse_alfworld_goal
 
     meta = task.metadata
@@ -313,8 +311,8 @@ def validate_alfworld(task: Task) -> str | None:
     receptacles = {kind for room in ROOM_RECEPTACLES.values() for kind in room}
     if looking:
         target = meta.get("lamp")
-        if target not in _LAMPS:
-            return f"lamp {target!r:.40} is not one of {sorted(_LAMPS)}"
+        if target not in LAMPS:
+            return f"lamp {target!r:.40} is not one of {sorted(LAMPS)}"
     else:
         target = meta.get("receptacle")
         if target not in receptacles:
@@ -333,7 +331,7 @@ def validate_alfworld(task: Task) -> str | None:
         name
         for name, recs in ROOM_RECEPTACLES.items()
         if all(recs.get(r, (0, 0))[1] > 0 for r in needed)
-        and (not looking or any(recs.get(s, (0, 0))[1] > 0 for s in _LAMP_STANDS))
+        and (not looking or any(recs.get(s, (0, 0))[1] > 0 for s in LAMP_STANDS))
     ]
     if not rooms:
         return f"no ALFWorld room has all of {needed}; the task cannot be set up"

@@ -27,7 +27,7 @@ from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.errors import DataFormatError
 from dreamgym_env.types import Task
 
-__all__ = ["ROOM_RECEPTACLES", "ALFWorldDomain", "render_room"]
+__all__ = ["LAMPS", "LAMP_STANDS", "ROOM_RECEPTACLES", "ALFWorldDomain", "render_room"]
 
 ROOM_RECEPTACLES: dict[str, dict[str, tuple[int, int]]] = {
     "kitchen": {
@@ -87,8 +87,11 @@ ROOM_RECEPTACLES: dict[str, dict[str, tuple[int, int]]] = {
 }
 """Receptacle kinds per ALFRED room, with the (min, max) count a generated room draws from."""
 
-# A lamp is an object standing on a desk or side table; look-at tasks need one of those.
-_LAMP_STANDS = ("desk", "sidetable")
+LAMPS: tuple[str, ...] = ("desklamp", "floorlamp")
+"""The light sources of ``look_at_obj_in_light`` tasks."""
+
+LAMP_STANDS: tuple[str, ...] = ("desk", "sidetable")
+"""Where a lamp stands: a look-at task's room needs one of these."""
 
 
 def render_room(receptacles: Sequence[str], task_text: str) -> str:
@@ -244,14 +247,14 @@ class ALFWorldDomain(Domain):
                 kind
                 for kind, recs in ROOM_RECEPTACLES.items()
                 if all(recs.get(r, (0, 0))[1] > 0 for r in needed)
-                and (meta.get("task_type") != "look_at_obj_in_light" or any(s in recs for s in _LAMP_STANDS))
+                and (meta.get("task_type") != "look_at_obj_in_light" or any(s in recs for s in LAMP_STANDS))
             ]
             kinds = fitting or ["kitchen"]
             scene = kinds[int(rng.integers(len(kinds)))]
         counts = {kind: int(rng.integers(lo, hi + 1)) for kind, (lo, hi) in ROOM_RECEPTACLES[scene].items()}
         for r in needed:
             counts[r] = max(counts.get(r, 0), 1)
-        if meta.get("task_type") == "look_at_obj_in_light" and not any(counts.get(s) for s in _LAMP_STANDS):
+        if meta.get("task_type") == "look_at_obj_in_light" and not any(counts.get(s) for s in LAMP_STANDS):
             counts["sidetable"] = 1
         return {kind: n for kind, n in counts.items() if n > 0}
 
