@@ -225,7 +225,8 @@ def test_a_hanging_endpoint_costs_one_timeout_then_fails_over():
         # Within the cool-down the hanging endpoint is not tried again (turns would alternate).
         results, took = _run(backend, *[_request() for _ in range(6)])
         assert not any(isinstance(r, Exception) for r in results), results
-        assert took < 0.5 and hang.calls == 1, (took, hang.calls)
+        assert hang.calls == 1, hang.calls  # a request that tried it would also have waited 0.5 s
+        assert took < 2.0, took
     finally:
         _stop(a, b)
 
