@@ -1,16 +1,32 @@
-"""Transitions per second against one real vLLM server: native vector env vs Gymnasium's Sync/Async.
+"""Transitions per second against one vLLM server: every way of driving it, against its limits.
 
-Side by side in one run, same server, same prompts (greedy decoding, same seeds and actions), each size
-after an untimed pass that warms vLLM's prefix cache for everyone:
-  * native ``DreamGymVectorEnv``, ``SyncVectorEnv`` and ``AsyncVectorEnv`` at N = 1, 8, 32, 128;
-  * the physical limit: the very requests the native env sent, fired straight at the server with N in
-    flight (no env at all), and the native env's throughput as a fraction of it;
-  * prefix-cache hit rate (vLLM's own /metrics counters) of our prompt order against a naive order;
-  * memory per sub-env (native: heap growth in this process; async: resident memory of its workers).
+Two workloads, same server, same prompts (greedy decoding, seeded tasks, the action ``look``):
 
+* **Fixed answers** (the comparison): every answer is the same text, pinned by the output schema
+  (``fixed_answer_chars``, enforced by vLLM's structured decoding), and never ends an episode, so every
+  contender sends the same requests and gets answers of the same token length. The table checks the
+  tokens per transition that vLLM reports in ``usage``.
+* **Real answers** (second table): what the model says, with its own lengths and episode ends.
+
+Contenders, each size N:
+  * ``direct, continuous``: the native env's very requests fired straight at the server, N in flight at
+    all times (no env): the server's limit.
+  * ``direct, waves of N``: the same requests in waves of N, each wave waiting for its slowest answer
+    (the arrival pattern of any lock-step vector env, without the env): the lock-step limit.
+  * ``native lock-step``: ``DreamGymVectorEnv``, held to the waves figure.
+  * ``async runner``: ``rollout.aplay_episodes(lockstep=False)``, each episode advancing as soon as its
+    own answer arrives, held to the continuous figure.
+  * ``SyncVectorEnv``: Gymnasium's, one request at a time (fewer steps: it is slow).
+Then what autoreset costs (``NEXT_STEP`` idles a slot for one step after each episode end, against
+``SAME_STEP``), what stragglers cost (waves of mixed answer lengths against equal ones, same mean), and
+the prefix-cache hit rate of the prompt order.
+
+Each figure is the median of ``--repeats`` runs with its min-max; contenders take turns within each
+repeat, so a change of machine load hits all of them alike, and ratios are taken within a repeat.
+Before each size, one untimed pass warms vLLM's prefix cache with the prompts every contender sends.
 Without ``--base-url`` it builds and serves the smoke model on vLLM's CPU build (about a minute).
 
-    python benchmarks/bench_vector_throughput.py [--sizes 1 8 32 128] [--steps 4] [--async-max 32]
+    python benchmarks/bench_vector_throughput.py --sizes 8 32 128 --steps 8 --repeats 3
 """
 
 from __future__ import annotations
@@ -18,46 +34,63 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import re
+import statistics
 import time
-import tracemalloc
 import urllib.request
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import gymnasium as gym
 import openai
-import psutil
 
 import dreamgym_env
 from dreamgym_env.config import BackendConfig
 from dreamgym_env.experience.backends import Backend, Completion, CompletionRequest
 from dreamgym_env.experience.backends.openai_http import OpenAIBackend
 from dreamgym_env.experience.prompt import OUTPUT_INSTRUCTIONS
+from dreamgym_env.experience.schema import fixed_answer_schema
+from dreamgym_env.rollout import EpisodeJob, aplay_episodes
 
 ENV_ID = "DreamGym/ALFWorld-v0"
+ACTION = "look"
+SAMPLING = dict(max_tokens=600, timeout=600.0)
+#: Fixed answers decode greedily (there is one answer anyway). Real answers sample: greedy decoding of a
+#: small model tends to loop until max_tokens, which would make every real answer the same length too.
+REAL_TEMPERATURE = 0.7
 CAPS = dict(
+    caps_in_schema=True,  # real answers: the length caps bound them in decoding
     max_state_chars=240,
     max_reasoning_chars=120,
     max_admissible_actions=4,
     max_action_chars=40,
-    max_tokens=600,
-    temperature=0.0,
     on_invalid_output="fail_state",
-    max_steps=1000,
+    parse_retries=0,  # one request per transition, whatever the model answers
+    **SAMPLING,
 )
 
 
-class Capturing(Backend):
-    """Forwards to a real backend and keeps every request, to replay them straight at the server."""
+# ----------------------------------------------------------------------------------------- backends
+class Counting(Backend):
+    """Forwards to a real backend; counts answers and their tokens, keeps requests and wave marks."""
 
-    def __init__(self, inner: Backend) -> None:
+    def __init__(self, inner: Backend, keep: bool = False) -> None:
         self.inner = inner
+        self.keep = keep
         self.requests: list[CompletionRequest] = []
+        self.waves: list[int] = []  # len(self.requests) at the end of each vector step
+        self.tokens: list[int] = []
 
     async def acomplete(self, request: CompletionRequest) -> Completion:
-        self.requests.append(request)
-        return await self.inner.acomplete(request)
+        if self.keep:
+            self.requests.append(request)
+        completion = await self.inner.acomplete(request)
+        self.tokens.append(completion.completion_tokens or 0)
+        return completion
+
+    def mark(self) -> None:
+        self.waves.append(len(self.requests))
 
 
 class NaiveOrder(Backend):
@@ -79,92 +112,297 @@ class NaiveOrder(Backend):
         return await self.inner.acomplete(replace(request, messages=messages))
 
 
-def run_env(envs, steps: int) -> tuple[float, int, int]:
-    """Seconds, transitions and generated tokens of ``steps`` vector steps.
+@dataclass
+class Server:
+    base_url: str
+    model: str
 
-    Only model-predicted transitions count: a sub-env whose episode the model ended spends its next
-    step on the autoreset, which reports no ``usage``.
-    """
-    envs.reset(seed=0)
-    n = envs.num_envs
-    tokens = transitions = 0
-    start = time.perf_counter()
-    for _ in range(steps):
-        *_, infos = envs.step(["look"] * n)
-        usage = infos.get("usage", {})
-        tokens += sum(int(t) for t in usage.get("completion_tokens", []) if t is not None)
-        transitions += int(infos["_usage"].sum()) if "_usage" in infos else 0
-    return time.perf_counter() - start, transitions, tokens
-
-
-def make_envs(server, n: int, mode: str = "native", backend: Backend | None = None):
-    """``n`` sub-envs vectorised ``native`` (DreamGymVectorEnv), ``sync`` or ``async`` (Gymnasium's)."""
-    kwargs = dict(base_url=server["base_url"], model=server["model"], **CAPS)
-    if backend is not None:
-        kwargs["backend"] = backend
-    if mode != "native":
-        kwargs["vectorization_mode"] = mode
-    return gym.make_vec(ENV_ID, num_envs=n, **kwargs)
+    def backend(self, fixed: int | None = None) -> OpenAIBackend:
+        """The backend every contender uses: greedy for fixed answers, sampled for real ones."""
+        temperature = 0.0 if fixed is not None else REAL_TEMPERATURE
+        return OpenAIBackend(
+            BackendConfig(
+                base_url=self.base_url,
+                model=self.model,
+                max_concurrency=1024,
+                temperature=temperature,
+                **SAMPLING,
+            )
+        )
 
 
-def measure(envs, steps: int) -> tuple[float, int, int]:
-    """:func:`run_env`, then close the envs: open connection pools must not pile up between runs."""
+@dataclass
+class Run:
+    """One measurement: seconds, transitions (answers received) and their completion tokens."""
+
+    seconds: float
+    tokens: list[int] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return len(self.tokens) / self.seconds
+
+    @property
+    def token_rate(self) -> float:
+        return sum(self.tokens) / self.seconds
+
+
+# -------------------------------------------------------------------------------------- contenders
+def env_kwargs(server: Server, fixed: int | None, steps: int, **more: Any) -> dict[str, Any]:
+    return dict(
+        base_url=server.base_url,
+        model=server.model,
+        fixed_answer_chars=fixed,
+        max_steps=steps,  # no episode of the fixed workload ends before the last step
+        **CAPS,
+        **more,
+    )
+
+
+def native(server: Server, n: int, steps: int, fixed: int | None, *, keep: bool = False, **more: Any):
+    """``steps`` lock-step vector steps of ``n`` sub-envs; also returns the counting backend."""
+    counter = Counting(server.backend(fixed), keep=keep)
+    envs = gym.make_vec(ENV_ID, num_envs=n, backend=counter, **env_kwargs(server, fixed, steps, **more))
     try:
-        return run_env(envs, steps)
+        envs.reset(seed=0)
+        start = time.perf_counter()
+        for _ in range(steps):
+            envs.step([ACTION] * n)
+            counter.mark()
+        return Run(time.perf_counter() - start, counter.tokens), counter
     finally:
         envs.close()
+        asyncio.run(counter.inner.aclose())
 
 
-def backend_for(server) -> OpenAIBackend:
-    return OpenAIBackend(
-        BackendConfig(
-            base_url=server["base_url"],
-            model=server["model"],
-            **{k: CAPS[k] for k in ("max_tokens", "temperature")},
+def sync_vector(server: Server, n: int, steps: int, fixed: int | None) -> Run:
+    counter = Counting(server.backend(fixed))
+    envs = gym.make_vec(
+        ENV_ID, num_envs=n, vectorization_mode="sync", backend=counter, **env_kwargs(server, fixed, steps)
+    )
+    try:
+        envs.reset(seed=0)
+        start = time.perf_counter()
+        for _ in range(steps):
+            envs.step([ACTION] * n)
+        return Run(time.perf_counter() - start, counter.tokens)
+    finally:
+        envs.close()
+        asyncio.run(counter.inner.aclose())
+
+
+def async_runner(server: Server, n: int, steps: int, fixed: int | None) -> Run:
+    """``n`` episodes of ``steps`` (seeds as the native env's reset gives them), each at its own pace."""
+
+    async def play() -> Run:
+        counter = Counting(server.backend(fixed))
+        envs = gym.make_vec(
+            ENV_ID,
+            num_envs=n,
+            backend=counter,
+            autoreset_mode=gym.vector.AutoresetMode.DISABLED,
+            **env_kwargs(server, fixed, steps),
+        ).unwrapped
+
+        async def policy(k: int, obs: str, info: dict[str, Any]) -> str:
+            return ACTION
+
+        try:
+            start = time.perf_counter()
+            await aplay_episodes(envs, [EpisodeJob(seed=i) for i in range(n)], policy, lockstep=False)
+            return Run(time.perf_counter() - start, counter.tokens)
+        finally:
+            await counter.inner.aclose()
+
+    return asyncio.run(play())
+
+
+def direct(
+    server: Server,
+    requests: Sequence[CompletionRequest],
+    waves: Sequence[int],
+    n: int,
+    fixed: int | None,
+    *,
+    lockstep: bool,
+) -> Run:
+    """``requests`` straight at the server: ``n`` always in flight, or in the env's waves (``lockstep``)."""
+    backend = server.backend(fixed)
+    client = openai.AsyncOpenAI(base_url=server.base_url, api_key="EMPTY", timeout=SAMPLING["timeout"])
+
+    async def fire() -> Run:
+        semaphore = asyncio.Semaphore(n)
+
+        async def one(request: CompletionRequest) -> int:
+            async with semaphore:
+                response = await client.chat.completions.create(**backend._request_kwargs(request))
+                return response.usage.completion_tokens if response.usage else 0
+
+        start = time.perf_counter()
+        if lockstep:
+            tokens: list[int] = []
+            for lo, hi in zip([0, *waves[:-1]], waves, strict=True):
+                tokens += await asyncio.gather(*(one(r) for r in requests[lo:hi]))
+        else:
+            tokens = list(await asyncio.gather(*(one(r) for r in requests)))
+        elapsed = time.perf_counter() - start
+        await client.close()
+        return Run(elapsed, tokens)
+
+    return asyncio.run(fire())
+
+
+# --------------------------------------------------------------------------------------- statistics
+def spread(values: Sequence[float], fmt: str = "{:.1f}") -> str:
+    """``median (min-max)``."""
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
+def rel_spread(values: Sequence[float]) -> float:
+    """(max - min) / median: how far apart the repeats are."""
+    return (max(values) - min(values)) / statistics.median(values)
+
+
+def repeated(repeats: int, contenders: dict[str, Callable[[], Run]]) -> dict[str, list[Run]]:
+    """Each contender ``repeats`` times, taking turns (the order rotates each repeat)."""
+    runs: dict[str, list[Run]] = {name: [] for name in contenders}
+    names = list(contenders)
+    for r in range(repeats):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            runs[name].append(contenders[name]())
+    return runs
+
+
+def ratios(runs: dict[str, list[Run]], a: str, b: str, tokens: bool = False) -> list[float]:
+    key = (lambda run: run.token_rate) if tokens else (lambda run: run.rate)
+    return [key(x) / key(y) for x, y in zip(runs[a], runs[b], strict=True)]
+
+
+# ------------------------------------------------------------------------------------------- tables
+def measure_size(server: Server, n: int, args: argparse.Namespace, fixed: int | None) -> dict[str, list[Run]]:
+    """Every contender at size ``n``, ``--repeats`` times."""
+    # Untimed: warms the prefix cache, and records the requests the direct contenders replay.
+    _, capture = native(server, n, args.steps, fixed, keep=True)
+    contenders: dict[str, Callable[[], Run]] = {
+        "continuous": lambda: direct(server, capture.requests, capture.waves, n, fixed, lockstep=False),
+        "waves": lambda: direct(server, capture.requests, capture.waves, n, fixed, lockstep=True),
+        "native": lambda: native(server, n, args.steps, fixed)[0],
+        "async": lambda: async_runner(server, n, args.steps, fixed),
+    }
+    if n <= args.sync_max:
+        contenders["sync"] = lambda: sync_vector(server, n, args.sync_steps, fixed)
+    return repeated(args.repeats, contenders)
+
+
+def size_table(
+    server: Server, sizes: Sequence[int], args: argparse.Namespace, fixed: int | None
+) -> list[list[float]]:
+    """One row per N; returns each row's ratios (for the spread summary)."""
+    tokens = fixed is None
+    unit = "generated tokens/s" if tokens else "transitions/s"
+    print(
+        "| N | direct, continuous | direct, waves of N | native lock-step | native / waves "
+        "| async runner | async / continuous | SyncVectorEnv | native / Sync | tokens per transition |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    )
+    all_ratios: list[list[float]] = []
+    for n in sizes:
+        runs = measure_size(server, n, args, fixed)
+
+        def cell(name: str, runs: dict[str, list[Run]] = runs) -> str:
+            rates = [r.token_rate if tokens else r.rate for r in runs[name]]
+            return spread(rates, "{:.0f}" if tokens else "{:.1f}")
+
+        row = [ratios(runs, "native", "waves", tokens), ratios(runs, "async", "continuous", tokens)]
+        sync_cells = ["n/a", "n/a"]
+        if "sync" in runs:
+            row.append(ratios(runs, "native", "sync", tokens))
+            sync_cells = [cell("sync"), spread(row[-1], "{:.1f}x")]
+        per = [t for rs in runs.values() for r in rs for t in r.tokens]
+        print(
+            f"| {n} | {cell('continuous')} | {cell('waves')} | {cell('native')} | "
+            f"{spread(row[0], '{:.2f}')} | {cell('async')} | {spread(row[1], '{:.2f}')} | "
+            f"{sync_cells[0]} | {sync_cells[1]} | {min(per)}-{max(per)} |",
+            flush=True,
         )
+        all_ratios += row
+    print(f"\nCells: {unit}, median (min-max) of {args.repeats} runs; ratios taken within each run.")
+    return all_ratios
+
+
+def autoreset_table(server: Server, n: int, args: argparse.Namespace) -> None:
+    """Fixed answers, episodes of ``--episode-steps``: NEXT_STEP spends a vector step on each reset."""
+    length, steps = args.episode_steps, 3 * (args.episode_steps + 1)
+
+    def mode(m: str) -> Callable[[], Run]:
+        def run() -> Run:
+            counter = Counting(server.backend(args.answer_chars))
+            envs = gym.make_vec(
+                ENV_ID,
+                num_envs=n,
+                backend=counter,
+                autoreset_mode=m,
+                **env_kwargs(server, args.answer_chars, length),
+            )
+            try:
+                envs.reset(seed=0)
+                start = time.perf_counter()
+                for _ in range(steps):
+                    envs.step([ACTION] * n)
+                return Run(time.perf_counter() - start, counter.tokens)
+            finally:
+                envs.close()
+                asyncio.run(counter.inner.aclose())
+
+        return run
+
+    # Warm-up: SAME_STEP plays the most episodes in the same steps (NEXT_STEP's are its first ones).
+    mode("SameStep")()
+    runs = repeated(args.repeats, {"NEXT_STEP": mode("NextStep"), "SAME_STEP": mode("SameStep")})
+    print(
+        f"\n| autoreset (N={n}, episodes of {length} steps, {steps} vector steps) | transitions/s "
+        f"| transitions |\n|---|---:|---:|"
     )
+    for name, rs in runs.items():
+        print(f"| {name} | {spread([r.rate for r in rs])} | {len(rs[0].tokens)} |")
+    print(f"| NEXT_STEP / SAME_STEP | {spread(ratios(runs, 'NEXT_STEP', 'SAME_STEP'), '{:.2f}')} | |")
 
 
-async def fire_direct(
-    server, requests: list[CompletionRequest], concurrency: int, *, bursts: bool = False
-) -> tuple[float, int]:
-    """Seconds and generated tokens to answer ``requests`` with ``concurrency`` in flight.
-
-    ``bursts=False`` keeps ``concurrency`` requests in flight continuously; ``bursts=True`` sends them in
-    waves of ``concurrency`` (the arrival pattern of a lock-step vector env, without the env).
-    """
-    client = openai.AsyncOpenAI(base_url=server["base_url"], api_key="EMPTY", timeout=120)
-    semaphore = asyncio.Semaphore(concurrency)
-    backend = backend_for(server)
-
-    async def one(request: CompletionRequest) -> int:
-        async with semaphore:
-            response = await client.chat.completions.create(**backend._request_kwargs(request))
-            return response.usage.completion_tokens if response.usage else 0
-
-    start = time.perf_counter()
-    if bursts:
-        tokens = []
-        for i in range(0, len(requests), concurrency):
-            tokens += await asyncio.gather(*(one(r) for r in requests[i : i + concurrency]))
-    else:
-        tokens = await asyncio.gather(*(one(r) for r in requests))
-    elapsed = time.perf_counter() - start
-    await client.close()
-    return elapsed, sum(tokens)
-
-
-def _with_count(result: tuple[float, int], transitions: int) -> tuple[float, int, int]:
-    seconds, tokens = result
-    return seconds, transitions, tokens
-
-
-def prefix_counters(server) -> tuple[float, float]:
-    text = (
-        urllib.request.urlopen(server["base_url"].removesuffix("/v1") + "/metrics", timeout=10)
-        .read()
-        .decode()
+def straggler_table(server: Server, n: int, args: argparse.Namespace) -> None:
+    """Direct waves and continuous, with equal answer lengths and with lengths spread around the same mean."""
+    _, capture = native(server, n, args.steps, args.answer_chars, keep=True)
+    chars = args.answer_chars
+    mixed = [
+        replace(r, json_schema=fixed_answer_schema(max(2, chars // 2 if i % 2 else chars * 3 // 2)))
+        for i, r in enumerate(capture.requests)
+    ]
+    chars_ = args.answer_chars
+    direct(server, mixed, capture.waves, n, chars_, lockstep=False)  # warm-up with the new answers
+    workloads = {"equal": capture.requests, "mixed": mixed}
+    contenders = {
+        f"{w} {p}": (
+            lambda reqs=reqs, p=p: direct(server, reqs, capture.waves, n, chars_, lockstep=p == "waves")
+        )
+        for w, reqs in workloads.items()
+        for p in ("waves", "continuous")
+    }
+    runs = repeated(args.repeats, contenders)
+    print(
+        f"\n| stragglers (direct, N={n}) | answer chars | waves of N, tokens/s | continuous, tokens/s "
+        f"| waves / continuous |\n|---|---|---:|---:|---:|"
     )
+    for w, label in (("equal", f"all {chars}"), ("mixed", f"{chars // 2} or {chars * 3 // 2}")):
+        lock = [r.token_rate for r in runs[f"{w} waves"]]
+        cont = [r.token_rate for r in runs[f"{w} continuous"]]
+        rel = [a / b for a, b in zip(lock, cont, strict=True)]
+        print(
+            f"| {w} | {label} | {spread(lock, '{:.0f}')} | {spread(cont, '{:.0f}')} | {spread(rel, '{:.2f}')} |"
+        )
+
+
+def prefix_counters(server: Server) -> tuple[float, float]:
+    url = server.base_url.removesuffix("/v1") + "/metrics"
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
 
     def total(name: str) -> float:
         return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.M))
@@ -172,128 +410,74 @@ def prefix_counters(server) -> tuple[float, float]:
     return total("vllm:prefix_cache_hits_total"), total("vllm:prefix_cache_queries_total")
 
 
-def hit_rate(server, backend: Backend, episodes: int = 4, steps: int = 6) -> float:
+def hit_rate(server: Server, backend: Backend, episodes: int = 4, steps: int = 6) -> float:
     hits0, queries0 = prefix_counters(server)
-    env = gym.make(ENV_ID, backend=backend, **CAPS)
+    env = gym.make(ENV_ID, backend=backend, **{k: v for k, v in CAPS.items() if k != "timeout"})
     for seed in range(episodes):
         env.reset(seed=100 + seed)
         for _ in range(steps):
-            *_, terminated, truncated, _ = env.step("look")
-            if terminated or truncated:  # the model may end an episode at any step
+            *_, terminated, truncated, _ = env.step(ACTION)
+            if terminated or truncated:  # the model may end an episode at any step: start the next
                 env.reset()
     env.close()
     hits1, queries1 = prefix_counters(server)
     return (hits1 - hits0) / max(queries1 - queries0, 1)
 
 
-def native_memory_per_env(server, n: int, steps: int) -> float:
-    gc.collect()
-    tracemalloc.start()
-    envs = make_envs(server, n)
-    run_env(envs, steps)
-    current, _ = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    envs.close()
-    return current / n
-
-
-def async_memory_per_env(server, n: int) -> float:
-    envs = make_envs(server, n, "async")
-    envs.reset(seed=0)
-    children = psutil.Process().children(recursive=True)
-    rss = sum(c.memory_info().rss for c in children if "vllm" not in " ".join(c.cmdline()))
-    envs.close()
-    return rss / n
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 8, 32, 128])
-    parser.add_argument("--steps", type=int, default=4, help="Vector steps per measurement.")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[8, 32, 128])
+    parser.add_argument("--steps", type=int, default=8, help="Vector steps (episode length) per measurement.")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--answer-chars", type=int, default=48, help="Length of the fixed answer's text.")
+    parser.add_argument("--sync-max", type=int, default=32, help="Largest N for SyncVectorEnv.")
+    parser.add_argument("--sync-steps", type=int, default=2, help="Vector steps for SyncVectorEnv.")
     parser.add_argument(
-        "--async-max", type=int, default=32, help="Largest N for AsyncVectorEnv (a process each)."
+        "--real-sizes", type=int, nargs="*", default=[8, 32], help="Sizes of the real-answer table."
     )
+    parser.add_argument("--episode-steps", type=int, default=4, help="Episode length, autoreset table.")
+    parser.add_argument("--detail-n", type=int, default=32, help="N of the autoreset and straggler tables.")
     parser.add_argument("--base-url", default=None, help="Use a running server instead of the smoke model.")
     parser.add_argument("--model", default=None)
-    parser.add_argument(
-        "--no-prefix-caching",
-        action="store_true",
-        help="Serve without vLLM's prefix cache: every contender pays full prefill, so throughput compares "
-        "fairly even when answers (and so later prompts) differ between runs. Skips the hit-rate table.",
-    )
     args = parser.parse_args()
+    if args.repeats < 1 or args.steps < 1:
+        parser.error("--repeats and --steps must be at least 1")
 
+    started = time.perf_counter()
     with contextlib.ExitStack() as stack:
         if args.base_url:
-            server = {"base_url": args.base_url, "model": args.model}
+            if not args.model:
+                parser.error("--base-url needs --model (the served model name)")
+            server = Server(args.base_url, args.model)
         else:
             from dreamgym_env.serving import serve_smoke_model
 
-            extra = ["--enable-prompt-tokens-details"] + (
-                ["--no-enable-prefix-caching"] if args.no_prefix_caching else []
-            )
-            s = stack.enter_context(serve_smoke_model(extra_args=extra))
-            server = {"base_url": s.base_url, "model": s.model}
+            s = stack.enter_context(serve_smoke_model(extra_args=["--enable-prompt-tokens-details"]))
+            server = Server(s.base_url, s.model)
             print(f"smoke model served in {s.startup_seconds:.1f}s at {s.base_url}\n")
-        measure(make_envs(server, 4), 2)  # warm-up
+        native(server, 4, 2, args.answer_chars)  # warm-up: connections, compiled graphs
 
         print(
-            "Throughput in generated tokens/s (tr/s in brackets). The smoke model's answers vary in length with\n"
-            "batch composition, so tokens/s is what compares server utilisation; tr/s depends on answer length.\n"
+            f"## Fixed answers ({args.answer_chars} characters, never done; {args.steps} steps an "
+            f"episode; SyncVectorEnv {args.sync_steps} steps)\n"
         )
+        fixed_ratios = size_table(server, args.sizes, args, args.answer_chars)
         print(
-            "| N | native | direct to server | of which waves of N | native / direct | SyncVectorEnv "
-            "| native / Sync | AsyncVectorEnv | native / Async |"
+            "Spread of each ratio over the runs, (max - min) / median: "
+            + ", ".join(f"{rel_spread(r):.0%}" for r in fixed_ratios)
         )
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-
-        def cell(seconds: float, transitions: int, tokens: int) -> tuple[str, float]:
-            return f"{tokens / seconds:.0f} ({transitions / seconds:.1f})", tokens / seconds
-
-        for n in args.sizes:
-            # One untimed pass first: every later run then finds the same prompts in vLLM's prefix cache,
-            # so no contender is charged (or spared) the prefill the first run pays.
-            measure(make_envs(server, n), args.steps)
-            capture = Capturing(backend_for(server))
-            t_native, count, tok_native = measure(make_envs(server, n, backend=capture), args.steps)
-            native_cell, native = cell(t_native, count, tok_native)
-            # The same requests (parse retries included) for the same transitions, with no env around them.
-            # The limit is the better of two arrival patterns: continuous, and waves of N like the env's.
-            continuous, waves = (
-                cell(*_with_count(asyncio.run(fire_direct(server, capture.requests, n, bursts=b)), count))
-                for b in (False, True)
-            )
-            direct_cell, direct = max(continuous, waves, key=lambda c: c[1])
-            sync_cell, sync = cell(*measure(make_envs(server, n, "sync"), args.steps))
-            async_cell, ratio_async = "n/a", "n/a"
-            if n <= args.async_max:
-                async_cell, async_rate = cell(*measure(make_envs(server, n, "async"), args.steps))
-                ratio_async = f"{native / async_rate:.2f}"
-            print(
-                f"| {n} | {native_cell} | {direct_cell} | {waves[0]} | {native / direct:.2f} | {sync_cell} "
-                f"| {native / sync:.2f} "
-                f"| {async_cell} | {ratio_async} |",
-                flush=True,
-            )
-
-        if not args.no_prefix_caching:
-            ours = hit_rate(server, backend_for(server))
-            naive = hit_rate(server, NaiveOrder(backend_for(server)))
-            print("\n| prompt order | prefix-cache hit rate (tokens) |\n|---|---:|")
-            print(
-                f"| ours (fixed instructions, task, append-only history, then per-step parts) | {ours:.3f} |"
-            )
-            print(f"| naive (current state and action first) | {naive:.3f} |")
-
-        n_mem = min(32, args.async_max)
-        native_mem = native_memory_per_env(server, 128, args.steps)
-        async_mem = async_memory_per_env(server, n_mem)
-        print("\n| memory per sub-env | bytes |\n|---|---:|")
-        print(f"| native vector env (N=128, after {args.steps} steps, Python heap) | {native_mem:,.0f} |")
-        print(f"| AsyncVectorEnv (N={n_mem}, worker RSS) | {async_mem:,.0f} |")
-        print(f"| ratio async / native | {async_mem / native_mem:.0f}x |")
+        autoreset_table(server, args.detail_n, args)
+        straggler_table(server, args.detail_n, args)
+        if args.real_sizes:
+            print(f"\n## Real answers (the model's own lengths and episode ends; {args.steps} steps)\n")
+            size_table(server, args.real_sizes, args, None)
+        ours, naive = hit_rate(server, server.backend()), hit_rate(server, NaiveOrder(server.backend()))
+        print("\n| prompt order (real answers) | prefix-cache hit rate (tokens) |\n|---|---:|")
+        print(f"| ours (fixed instructions, task, append-only history, then per-step parts) | {ours:.3f} |")
+        print(f"| naive (current state and action first) | {naive:.3f} |")
+    print(f"\n(total {time.perf_counter() - started:.0f}s)")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,99 @@
+"""Steps per second of SB3's DummyVecEnv and SubprocVecEnv against the package's SB3VecEnv.
+
+Every sub-env's model call takes a fixed latency (the scripted fake model with ``latency_s``, 50 ms by
+default: a round trip to a loaded server), so the figures show how each VecEnv overlaps the calls,
+not how fast a server is. All three see the same observations: ``TextEmbedding(DiscreteActions(env))``
+per sub-env for SB3's two, the same features for the whole batch in ``SB3VecEnv``.
+
+    python benchmarks/bench_sb3_vec_env.py [--num-envs 16] [--latency 0.05] [--steps 20] [--repeats 3]
+
+``DummyVecEnv`` steps its sub-envs one after another (N round trips a step), ``SubprocVecEnv`` runs
+one process per sub-env (forked here, so start-up costs nothing), ``SB3VecEnv`` sends all N requests
+from one event loop (one round trip a step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+
+import dreamgym_env  # noqa: F401 - registers the ids
+from dreamgym_env import ScriptedBackend
+from dreamgym_env.wrappers import DiscreteActions, SB3VecEnv, TextEmbedding
+
+ENV_ID = "DreamGym/ALFWorld-v0"
+MAX_ACTIONS = 16
+
+
+def single(latency: float) -> Callable[[], gym.Env[Any, Any]]:
+    def make() -> gym.Env[Any, Any]:
+        env = gym.make(ENV_ID, backend=ScriptedBackend(latency_s=latency))
+        return TextEmbedding(DiscreteActions(env, MAX_ACTIONS, on_invalid="wrap"))
+
+    return make
+
+
+def build(kind: str, n: int, latency: float) -> VecEnv:
+    if kind == "DummyVecEnv":
+        return DummyVecEnv([single(latency)] * n)
+    if kind == "SubprocVecEnv":
+        return SubprocVecEnv([single(latency)] * n, start_method="fork")
+    return SB3VecEnv.make(
+        ENV_ID, n, max_actions=MAX_ACTIONS, on_invalid="wrap", backend=ScriptedBackend(latency_s=latency)
+    )
+
+
+def steps_per_second(kind: str, n: int, latency: float, steps: int) -> float:
+    """Vector steps per second over ``steps`` steps (after the reset, which is not timed)."""
+    envs = build(kind, n, latency)
+    try:
+        envs.seed(0)
+        envs.reset()
+        rng = np.random.default_rng(0)
+        start = time.perf_counter()
+        for _ in range(steps):
+            envs.step(rng.integers(MAX_ACTIONS, size=n))
+        return steps / (time.perf_counter() - start)
+    finally:
+        envs.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--num-envs", type=int, default=16)
+    parser.add_argument("--latency", type=float, default=0.05, help="Seconds each model call takes.")
+    parser.add_argument("--steps", type=int, default=20, help="Vector steps per measurement.")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    n = args.num_envs
+    kinds = ["DummyVecEnv", "SubprocVecEnv", "SB3VecEnv"]
+    runs: dict[str, list[float]] = {k: [] for k in kinds}
+    for r in range(args.repeats):  # contenders take turns, so load changes hit all of them
+        for kind in kinds[r % 3 :] + kinds[: r % 3]:
+            steps = max(2, args.steps // 4) if kind == "DummyVecEnv" else args.steps  # Dummy is slow
+            runs[kind].append(steps_per_second(kind, n, args.latency, steps))
+
+    def cell(values: list[float]) -> str:
+        return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+    dummy = runs["DummyVecEnv"]
+    print(f"N={n}, {args.latency * 1000:.0f} ms a model call, median (min-max) of {args.repeats} runs\n")
+    print("| VecEnv | vector steps/s | transitions/s | / (N x DummyVecEnv) |\n|---|---:|---:|---:|")
+    for kind in kinds:
+        rates = runs[kind]
+        rel = [a / (n * b) for a, b in zip(rates, dummy, strict=True)]
+        print(f"| {kind} | {cell(rates)} | {cell([x * n for x in rates])} | {cell(rel)} |")
+    print(f"\nThe ceiling is one round trip a step: {1 / args.latency:.0f} vector steps/s.")
+
+
+if __name__ == "__main__":
+    main()
