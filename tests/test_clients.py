@@ -110,7 +110,15 @@ def test_sb3_subproc_workers_find_the_id_through_its_module() -> None:
 def ray_local():  # type: ignore[no-untyped-def]
     ray = pytest.importorskip("ray")
     pytest.importorskip("ray.rllib")
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    if ray.is_initialized():  # another module's cluster: start a fresh local one
+        ray.shutdown()
+    ray.init(
+        num_cpus=1,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        _node_ip_address="127.0.0.1",
+    )
     yield ray
     ray.shutdown()
 
