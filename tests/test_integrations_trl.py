@@ -115,7 +115,9 @@ def toy_envs(backend: ScriptedBackend) -> DreamGymEnvironments:
     return DreamGymEnvironments(TOY_ID, backend=backend, max_steps=3, system_prompt="Reach the room.")
 
 
-def grpo_trainer(envs: DreamGymEnvironments, tmp_path: Path, max_steps: int = 2) -> Any:
+def grpo_trainer(
+    envs: DreamGymEnvironments, tmp_path: Path, max_steps: int = 2, max_completion_length: int = 48
+) -> Any:
     """GRPO on a tiny policy that was taught the form of an ``act`` call (its tokenizer makes each call
     one token, so a few optimizer steps suffice); the choice between the calls is left to GRPO."""
     import trl
@@ -139,7 +141,7 @@ def grpo_trainer(envs: DreamGymEnvironments, tmp_path: Path, max_steps: int = 2)
         max_steps=max_steps,
         per_device_train_batch_size=4,
         num_generations=4,
-        max_completion_length=48,
+        max_completion_length=max_completion_length,
         max_tool_calling_iterations=2,
         learning_rate=1e-3,
         logging_steps=1,
@@ -185,3 +187,31 @@ def torch_allclose(a: Any, b: Any) -> bool:
     import torch
 
     return bool(torch.allclose(a, b.detach()))
+
+
+@pytest.mark.integration
+def test_grpo_trainer_steps_against_the_served_experience_model(vllm_server: Any, tmp_path: Path) -> None:
+    """The same two GRPO steps, with every transition predicted by the real vLLM server."""
+    pytest.importorskip("trl")
+    if TOY_ID not in gym.registry:
+        toy_envs(ScriptedBackend(room_world))
+    envs = DreamGymEnvironments(
+        TOY_ID,
+        base_url=vllm_server.base_url,
+        model=vllm_server.model,
+        max_steps=2,
+        on_invalid_output="fail_state",
+        system_prompt="Reach the room.",
+    )
+    trainer = grpo_trainer(envs, tmp_path, max_completion_length=256)
+    trainer.train()
+    assert trainer.state.global_step == 2
+    # Episodes the served model did not end within the tool-call budget are left unfinished: look at
+    # every rollout's record, finished or not.
+    played = [i.episode for i in envs._instances if i.episode is not None and i.episode.actions]
+    assert played and all(set(e.actions) <= set(TOY_ACTIONS) for e in played)
+    assert all(len(e.observations) == len(e.actions) + 1 for e in played)
+    backend = envs.backend
+    assert backend is not None and all(
+        r._env is None or r._env.unwrapped.backend is backend for r in envs._instances
+    )
