@@ -158,18 +158,28 @@ def test_batched_step_calls_the_buffer_once_per_step():
 
 
 class FailOnce(ScriptedBackend):
-    """The scripted world, except that the request of ``fail_at`` (0-based, counting every request) fails
-    after a delay, while the other sub-envs' requests are still in flight or already answered."""
+    """The scripted world, except that request ``fail_at`` (0-based, counting every request) fails once.
 
-    def __init__(self, fail_at: int):
-        super().__init__(latency_s=0.05)
-        self.fail_at, self.calls, self.finished = fail_at, 0, 0
+    No timing decides the order: requests sent before it are answered at once, and it fails only when
+    every request of the step has been sent, while the later ones are still held (they would be held
+    for seconds, so an env that waits for them instead of cancelling them shows up in ``finished``).
+    """
+
+    def __init__(self, fail_at: int, num_envs: int = 8, hold_s: float = 5.0):
+        super().__init__()
+        self.fail_at, self.num_envs, self.hold_s = fail_at, num_envs, hold_s
+        self.calls, self.finished, self.failed = 0, 0, False
 
     async def acomplete(self, request):
         call, self.calls = self.calls, self.calls + 1
-        if call == self.fail_at:
-            await asyncio.sleep(0.01)
+        if not self.failed and call == self.fail_at:
+            deadline = asyncio.get_running_loop().time() + self.hold_s
+            while self.calls < self.num_envs and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.001)
+            self.failed = True
             raise ServerUnreachableError("the server went away mid-step")
+        if not self.failed and call > self.fail_at:
+            await asyncio.sleep(self.hold_s)
         answer = await super().acomplete(request)
         self.finished += 1
         return answer
@@ -195,8 +205,7 @@ def test_a_failed_vector_step_advances_no_sub_env_and_stores_nothing(fail_at):
         envs.step(actions)
     assert all(env.history == [] for env in envs.envs)
     assert len(buffer) == rows
-    if fail_at == 0:
-        assert backend.finished == 0  # the others were cancelled, not left running
+    assert backend.finished == fail_at  # those sent after the failing one were cancelled, not awaited
 
     retried = _vector_trace(envs, actions)
     clean_buffer = _seeded_buffer()
