@@ -123,3 +123,21 @@ def test_tokens_are_absent_where_the_policy_gives_none() -> None:
     )
     rows = to_trl_dataset(batch, format="decisions")
     assert len(rows) > 0 and "completion_ids" not in rows.column_names
+
+
+def test_chat_policy_reads_vllms_token_ids_and_logprobs() -> None:
+    """The fields vLLM adds with ``return_token_ids`` and ``logprobs`` become an ActionSample."""
+    from types import SimpleNamespace
+
+    from dreamgym_env.training.collector import _sample_from
+
+    choice = SimpleNamespace(
+        token_ids=[5, 9],
+        logprobs=SimpleNamespace(content=[SimpleNamespace(logprob=-0.5), SimpleNamespace(logprob=-0.25)]),
+    )
+    sample = _sample_from("look", SimpleNamespace(prompt_token_ids=[1, 2, 3]), choice)
+    assert sample == ActionSample(
+        "look", token_ids=[5, 9], logprobs=[-0.5, -0.25], prompt_token_ids=[1, 2, 3]
+    )
+    bare = _sample_from("look", SimpleNamespace(), SimpleNamespace(logprobs=None))
+    assert bare == ActionSample("look")
