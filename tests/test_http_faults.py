@@ -98,8 +98,8 @@ def test_a_server_that_trickles_its_answer_is_cut_off_at_the_timeout():
     finally:
         _stop(server)
     assert isinstance(error, ServerUnreachableError), error
-    assert "no complete answer within 1s" in str(error)
-    assert 0.9 < took < 2.5, took
+    assert "no complete answer within" in str(error)
+    assert 0.9 < took < 6.0, took  # without a deadline it never ends (a 100-byte answer takes 25 s)
 
 
 def test_retries_share_one_deadline():
@@ -112,7 +112,7 @@ def test_retries_share_one_deadline():
         _stop(server)
     assert isinstance(error, ServerUnreachableError), error
     assert "deadline" in str(error)
-    assert 2.4 < took < 3.5, took
+    assert 2.4 < took < 7.0, took  # 6 attempts of 1 s each would take 6 s or more
 
 
 def _first_action(info, i=None):
@@ -131,7 +131,7 @@ def test_env_and_vector_env_steps_end_at_the_deadline():
         with pytest.raises(ServerUnreachableError):
             env.step(_first_action(info))
         took = time.perf_counter() - start
-        assert 1.9 < took < 3.5, took
+        assert 1.9 < took < 8.0, took
         assert env.unwrapped.history == []
         env.close()
 
@@ -141,7 +141,7 @@ def test_env_and_vector_env_steps_end_at_the_deadline():
         with pytest.raises(ServerUnreachableError):
             envs.step([_first_action(infos, i) for i in range(4)])
         took = time.perf_counter() - start
-        assert 1.9 < took < 3.5, took
+        assert 1.9 < took < 8.0, took
         envs.close()
     finally:
         _stop(server)
@@ -221,7 +221,7 @@ def test_a_hanging_endpoint_costs_one_timeout_then_fails_over():
     try:
         [first], took = _run(backend, _request())  # the first turn goes to endpoint 0: the hanging one
         assert not isinstance(first, Exception), first
-        assert 0.45 < took < 1.3, took
+        assert hang.calls == 1 and took >= 0.45, (hang.calls, took)  # one timeout, then fail-over
         # Within the cool-down the hanging endpoint is not tried again (turns would alternate).
         results, took = _run(backend, *[_request() for _ in range(6)])
         assert not any(isinstance(r, Exception) for r in results), results
@@ -260,7 +260,7 @@ def test_retry_after_beyond_the_deadline_fails_at_once():
         _stop(server)
     assert isinstance(error, ServerUnreachableError), error
     assert "Retry-After 20s" in str(error) and "deadline" in str(error)
-    assert took < 1.0 and busy.calls == 1, (took, busy.calls)
+    assert busy.calls == 1 and took < 5.0, (busy.calls, took)  # sleeping out Retry-After takes 40 s
 
 
 def test_retry_after_within_the_deadline_is_honoured():
@@ -272,7 +272,7 @@ def test_retry_after_within_the_deadline_is_honoured():
         _stop(server)
     assert not isinstance(answer, Exception), answer
     assert json.loads(answer.text)["next_state"] == "s"
-    assert 0.4 <= took < 1.5 and busy.calls == 2
+    assert busy.calls == 2 and 0.4 <= took < 5.0, (busy.calls, took)
 
 
 def test_a_rejected_request_is_not_retried():
