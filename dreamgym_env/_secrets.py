@@ -15,7 +15,7 @@ import dataclasses
 import re
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from gymnasium.envs.registration import EnvSpec
 from pydantic import SecretStr
@@ -32,6 +32,7 @@ __all__ = [
 
 MASK = "**********"  # what pydantic's SecretStr shows, so every masked value looks the same
 
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _BEARER = re.compile(r"(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}", re.I)
 
 
@@ -68,12 +69,28 @@ def split_userinfo(url: str) -> tuple[str, str | None]:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with any userinfo replaced by the mask (``https://**********@host/v1``)."""
-    clean, userinfo = split_userinfo(url)
-    if userinfo is None:
+    """``url`` with its secrets masked: the password of its userinfo and any ``password=`` query value.
+
+    ``user:KEY@host`` keeps the user (``user:**********@host``); a lone ``KEY@host`` (an API key written
+    as the user) is masked whole. A path or anything without a scheme comes back unchanged; a URL that
+    cannot be parsed comes back as its scheme only, so nothing that may hold a secret is shown.
+    """
+    if not _SCHEME.match(url):
         return url
-    parts = urlsplit(clean)
-    return urlunsplit(parts._replace(netloc=f"{MASK}@{parts.netloc}"))
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, host = netloc.rsplit("@", 1)
+            user = userinfo.split(":", 1)[0] + ":" if ":" in userinfo else ""
+            netloc = f"{user}{MASK}@{host}"
+        query = parts.query
+        if query:
+            pairs = [(k, MASK if k.lower() == "password" else v) for k, v in parse_qsl(query, True)]
+            query = urlencode(pairs, safe="*/:=%")
+        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    except ValueError:
+        return f"{url.split('://', 1)[0]}://{MASK}"
 
 
 def redact_text(text: str, secrets: Iterable[str]) -> str:

@@ -27,7 +27,7 @@ def tr(i, name="w", source="sim"):
 
 # ---------------------------------------------------------------- locations
 def test_redact_hides_every_password_and_keeps_the_rest():
-    assert redact("postgresql://u:s3cret@db:5432/runs") == "postgresql://u:***@db:5432/runs"
+    assert redact("postgresql://u:s3cret@db:5432/runs") == "postgresql://u:**********@db:5432/runs"
     assert "s3cret" not in redact("postgres://u@db/runs?password=s3cret&sslmode=require")
     assert "sslmode=require" in redact("postgres://u@db/runs?password=s3cret&sslmode=require")
     assert redact("runs/buffer.sqlite") == "runs/buffer.sqlite"
@@ -86,7 +86,7 @@ def test_a_wrong_password_is_a_clear_error_that_never_shows_the_password(postgre
     with pytest.raises(StoreError) as info:
         ReplayBuffer.open(bad)
     assert "wrong-Pa55word" not in str(info.value)
-    assert "password authentication failed" in str(info.value) and ":***@" in str(info.value)
+    assert "password authentication failed" in str(info.value) and ":**********@" in str(info.value)
 
 
 def test_logs_repr_and_stats_never_show_the_password(postgres_url, caplog):
@@ -96,7 +96,7 @@ def test_logs_repr_and_stats_never_show_the_password(postgres_url, caplog):
         buffer.add_many([tr(i) for i in range(5)])  # evicts, which is logged with the location
         shown = [repr(buffer), str(buffer.stats()), repr(pool), pool.path, caplog.text]
     assert "evicted 3" in caplog.text
-    assert all(password not in text for text in shown) and ":***@" in repr(buffer)
+    assert all(password not in text for text in shown) and ":**********@" in repr(buffer)
 
 
 def test_a_missing_driver_names_the_extra(monkeypatch):
@@ -186,4 +186,4 @@ def test_the_curriculum_command_reads_a_pool_by_url(postgres_url, capsys):
         pool.record_outcome("a0", 1.0, True)
     assert main(["curriculum", "stats", postgres_url, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["pool_size"] == 1 and ":***@" in report["path"]
+    assert report["pool_size"] == 1 and ":**********@" in report["path"]

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from dreamgym_env._secrets import MASK
 from dreamgym_env.errors import DependencyNotInstalled, StoreError
 from dreamgym_env.storage.urls import redact
 
@@ -55,7 +56,7 @@ def scrub(message: str, url: str) -> str:
     message = message.replace(url, redact(url))
     secret = _password(url)
     if secret:
-        message = message.replace(secret, "***")
+        message = message.replace(secret, MASK)
     return message
 
 

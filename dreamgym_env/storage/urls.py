@@ -9,7 +9,8 @@ go through first, so a password written in the URL never leaves the process.
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from dreamgym_env._secrets import redact_url
 
 __all__ = ["POSTGRES_SCHEMES", "is_postgres_url", "redact"]
 
@@ -27,25 +28,5 @@ def is_postgres_url(location: object) -> bool:
 
 
 def redact(location: str) -> str:
-    """``location`` with any password replaced by ``***`` (in the user part and in ``?password=``).
-
-    A SQLite path comes back unchanged. A URL that cannot be parsed comes back as its scheme only,
-    so nothing that may hold a secret is ever shown.
-    """
-    if not _SCHEME.match(location):
-        return location
-    try:
-        parts = urlsplit(location)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, host = netloc.rsplit("@", 1)
-            if ":" in userinfo:
-                userinfo = userinfo.split(":", 1)[0] + ":***"
-            netloc = f"{userinfo}@{host}"
-        query = parts.query
-        if query:
-            pairs = [(k, "***" if k.lower() == "password" else v) for k, v in parse_qsl(query, True)]
-            query = urlencode(pairs, safe="*/:=%")
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    except ValueError:
-        return f"{location.split('://', 1)[0]}://***"
+    """``location`` as it may be shown: a SQLite path unchanged, a URL with its password masked."""
+    return redact_url(location)
