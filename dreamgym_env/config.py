@@ -36,7 +36,7 @@ from pydantic import (
 from dreamgym_env._secrets import MASK, Redacted, redact_text, split_userinfo
 from dreamgym_env.errors import ConfigError
 
-__all__ = ["BackendConfig", "EnvConfig", "split_overrides"]
+__all__ = ["BackendConfig", "EnvConfig", "merge_overrides"]
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 
@@ -221,7 +221,7 @@ class EnvConfig(BaseModel):
     backend: BackendConfig = Field(default_factory=BackendConfig)
 
 
-def split_overrides(config: EnvConfig | None, overrides: dict[str, Any]) -> EnvConfig:
+def merge_overrides(config: EnvConfig | None, overrides: dict[str, Any]) -> EnvConfig:
     """Merge flat keyword overrides (``base_url=``, ``top_k=``...) into an :class:`EnvConfig`.
 
     Raises:

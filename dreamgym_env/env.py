@@ -6,9 +6,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from dreamgym_env._runner import run_sync
+from dreamgym_env._event_loop import run_sync
 from dreamgym_env._secrets import SpecWithoutSecrets
-from dreamgym_env.config import EnvConfig, split_overrides
+from dreamgym_env.config import EnvConfig, merge_overrides
 from dreamgym_env.domains import Domain
 from dreamgym_env.episode import EpisodeEnv, EpisodeStart, WorldStep, render_episode
 from dreamgym_env.experience.backends import Backend, make_backend
@@ -95,7 +95,7 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
         if isinstance(backend, str):
             overrides["backend"] = backend
             backend = None
-        config = split_overrides(config, overrides)
+        config = merge_overrides(config, overrides)
         super().__init__(
             domain,
             max_steps=config.max_steps,

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from dreamgym_env._runner import run_sync
+from dreamgym_env._event_loop import run_sync
 from dreamgym_env.config import EnvConfig
 from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.errors import DreamGymError, InvalidActionError, RenderModeError

@@ -16,9 +16,9 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from dreamgym_env._runner import run_sync
+from dreamgym_env._event_loop import run_sync
 from dreamgym_env._secrets import SpecWithoutSecrets
-from dreamgym_env.config import EnvConfig, split_overrides
+from dreamgym_env.config import EnvConfig, merge_overrides
 from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.env import DreamGymEnv
 from dreamgym_env.episode import PendingStep
@@ -142,7 +142,7 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         if isinstance(backend, str):
             overrides["backend"] = backend
             backend = None
-        cfg = split_overrides(config, overrides)
+        cfg = merge_overrides(config, overrides)
         limit = _step_limit(cfg.max_steps or domain.max_steps, max_episode_steps)
         if limit != cfg.max_steps:
             cfg = cfg.model_copy(update={"max_steps": limit})

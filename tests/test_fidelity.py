@@ -7,7 +7,7 @@ import json
 import pytest
 from test_sft_data import _data
 
-from dreamgym_env._runner import run_sync
+from dreamgym_env._event_loop import run_sync
 from dreamgym_env.buffer import ReplayBuffer
 from dreamgym_env.evaluation.fidelity import aggregate, score_transition, set_f1, token_f1
 from dreamgym_env.evaluation.report import load_reports, markdown_table

@@ -305,7 +305,7 @@ def test_health_cooldown_then_a_single_probe():
 
 
 def test_run_sync_cancels_the_work_it_stops_waiting_for():
-    from dreamgym_env._runner import run_sync
+    from dreamgym_env._event_loop import run_sync
 
     cancelled = threading.Event()
 

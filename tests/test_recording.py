@@ -6,7 +6,7 @@ import pytest
 
 import dreamgym_env
 from dreamgym_env import BackendConfig, CompletionRequest, DreamGymEnv, ExperienceOutput, ScriptedBackend
-from dreamgym_env._runner import run_sync
+from dreamgym_env._event_loop import run_sync
 from dreamgym_env.errors import ConfigError, ReplayMissError
 from dreamgym_env.experience.backends.openai_http import OpenAIBackend
 from dreamgym_env.experience.backends.recording import (

@@ -26,7 +26,7 @@ def test_aplay_episodes_plays_each_job_once_and_idles_ended_sub_envs():
 
     from gymnasium.vector import AutoresetMode
 
-    from dreamgym_env._runner import run_sync
+    from dreamgym_env._event_loop import run_sync
     from dreamgym_env.rollout import EpisodeJob, aplay_episodes
 
     envs = DreamGymVectorEnv(
@@ -52,7 +52,7 @@ def test_aplay_episodes_plays_each_job_once_and_idles_ended_sub_envs():
 def test_aplay_episodes_needs_the_disabled_autoreset_mode():
     import pytest
 
-    from dreamgym_env._runner import run_sync
+    from dreamgym_env._event_loop import run_sync
     from dreamgym_env.errors import ConfigError
     from dreamgym_env.rollout import EpisodeJob, aplay_episodes
 
@@ -93,7 +93,7 @@ def test_aplay_episodes_without_lockstep_lets_fast_episodes_pass_a_slow_one():
 
     from gymnasium.vector import AutoresetMode
 
-    from dreamgym_env._runner import run_sync
+    from dreamgym_env._event_loop import run_sync
     from dreamgym_env.experience.backends import Backend
     from dreamgym_env.experience.backends.base import Completion
     from dreamgym_env.experience.backends.scripted import echo_world
@@ -132,7 +132,7 @@ def test_aplay_episodes_without_lockstep_raises_a_failed_step():
     import pytest
     from gymnasium.vector import AutoresetMode
 
-    from dreamgym_env._runner import run_sync
+    from dreamgym_env._event_loop import run_sync
     from dreamgym_env.errors import BackendError
     from dreamgym_env.rollout import EpisodeJob, aplay_episodes
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dreamgym_env._runner import run_sync
+from dreamgym_env._event_loop import run_sync
 from dreamgym_env.buffer import ReplayBuffer
 from dreamgym_env.config import EnvConfig
 from dreamgym_env.domains import get_domain

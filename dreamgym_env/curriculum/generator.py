@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from dreamgym_env._runner import run_sync
+from dreamgym_env._event_loop import run_sync
 from dreamgym_env.curriculum.formats import VariantFormat, get_format, strict_json_schema
 from dreamgym_env.curriculum.pool import Rejection
 from dreamgym_env.curriculum.stats import TaskEmbeddings, TaskStats

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dreamgym_env._runner import run_sync
+from dreamgym_env._event_loop import run_sync
 from dreamgym_env.curriculum.generator import GenerationResult, TaskGenerator
 from dreamgym_env.curriculum.pool import Outcome, PoolTask, TaskPool
 from dreamgym_env.curriculum.stats import TaskEmbeddings, TaskStats, compute_task_stats, similarity_clusters

@@ -83,6 +83,6 @@ class LLMStateExtractor:
         Raises:
             ResponseFormatError: The model's answer is not ``{"state": "<non-empty text>"}``.
         """
-        from dreamgym_env._runner import run_sync
+        from dreamgym_env._event_loop import run_sync
 
         return run_sync(self.aextract(raw))

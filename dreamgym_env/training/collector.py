@@ -27,7 +27,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from dreamgym_env._runner import run_sync
+from dreamgym_env._event_loop import run_sync
 from dreamgym_env.domains import get_domain
 from dreamgym_env.errors import BackendError, ConfigError, DependencyNotInstalled, ServerUnreachableError
 from dreamgym_env.rollout import (
