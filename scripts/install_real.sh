@@ -13,4 +13,5 @@ fi
 
 # alfworld builds its planner (fast-downward) from source, about 3 minutes on 2 cores. The build calls
 # `python`, which must be the target interpreter, so its folder goes first on PATH.
-PATH="$BIN_DIR:$PATH" "$PY" -m pip install "textworld>=1.6" "alfworld>=0.4" "browsergym-core>=0.13"
+PATH="$BIN_DIR:$PATH" "$PY" -m pip install "textworld>=1.6" "alfworld>=0.4" "browsergym-core>=0.13" \
+  "miniwob>=1.1" "browsergym-miniwob>=0.14"

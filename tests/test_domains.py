@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -255,7 +256,8 @@ def test_webarena_start_page_resolves_the_site_and_lists_elements():
     lines = start.state.splitlines()
     assert lines[0] == "Tab 0 (current): Projects · Dashboard · GitLab"
     assert lines[1] == "URL: http://localhost:8023/"
-    assert all(line.startswith("[") and "]" in line and ": '" in line for line in lines[2:])
+    assert lines[2] == "RootWebArea 'Projects · Dashboard · GitLab', focused, url='http://localhost:8023/'"
+    assert all(re.fullmatch(r"\t\[\d+\] \w+ '.*'", line) for line in lines[3:]), lines  # BrowserGym's
     assert start.admissible_actions == []
     assert domain.open_actions
 
@@ -273,7 +275,7 @@ def test_webarena_multi_tab_start_and_custom_site_urls():
     assert lines[0] == "Tab 0 (current): red mug | One Stop Market"
     assert lines[1] == "Tab 1: blue mug | One Stop Market"
     assert lines[2] == "URL: http://shop.test:80/red-mug.html"
-    assert any(line.endswith("] button: 'Add to Cart'") for line in lines)
+    assert any(line.endswith("] button 'Add to Cart'") for line in lines)
 
 
 def test_webarena_unknown_site_placeholder_is_a_clear_error():

@@ -50,11 +50,13 @@ def test_browsergym_page_maps_to_listing_and_actions_act(page_url: str) -> None:
         obs, info = env.reset(seed=0)
         assert obs.splitlines()[:2] == ["Tab 0 (current): Loopback Shop", f"URL: {page_url}"]
         assert info["task"] == "How many widgets are there?" and info["source"] == "real"
-        button = re.search(r"^\[(\w+)\] button: 'Show answer'$", obs, re.MULTILINE)
-        textbox = re.search(r"^\[(\w+)\] textbox: 'Search'$", obs, re.MULTILINE)
+        # BrowserGym's own listing (flatten_axtree_to_str), as AgentLab logs it
+        assert obs.splitlines()[2].startswith("RootWebArea 'Loopback Shop', focused")
+        button = re.search(r"^\t+\[(\w+)\] button 'Show answer'$", obs, re.MULTILINE)
+        textbox = re.search(r"^\t+\[(\w+)\] textbox 'Search'$", obs, re.MULTILINE)
         assert button and textbox, obs
         obs, reward, terminated, truncated, info = env.step(f"click('{button.group(1)}')")
-        assert "StaticText: 'Answer: 42 widgets'" in obs and info["last_action_error"] is None
+        assert "StaticText 'Answer: 42 widgets'" in obs and info["last_action_error"] is None
         obs, *_, info = env.step("click('99999')")  # well-formed, but no such element: BrowserGym says why
         assert info["last_action_error"] and not terminated
         obs, reward, terminated, truncated, info = env.step("send_msg_to_user('42')")

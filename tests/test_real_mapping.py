@@ -123,21 +123,38 @@ AXTREE = {
 }
 
 
-def test_axtree_listing_uses_bids_and_drops_containers() -> None:
+def test_axtree_listing_is_browsergyms_own_under_the_tab_and_url_lines() -> None:
+    pytest.importorskip("browsergym.utils.obs")
     state = axtree_to_state(AXTREE, url="http://127.0.0.1:8000/", titles=["Shop", "Cart"], active_index=0)
     assert state.splitlines() == [
         "Tab 0 (current): Shop",
         "Tab 1: Cart",
         "URL: http://127.0.0.1:8000/",
-        "[4] heading: 'Shop'",
-        "[12] button: 'Add to Cart'",
-        "StaticText: 'Total: $12'",
-        "[13] textbox: ''",
+        "RootWebArea 'Shop'",
+        "\t[4] heading 'Shop'",
+        "\t[12] button 'Add to Cart'",
+        "\tStaticText 'Total: $12'",
+        "\t[13] textbox ''",
+        '\t[14] link "It\'s here"',
     ]
 
 
+def test_axtree_leaves_out_chromiums_inline_text_boxes() -> None:
+    pytest.importorskip("browsergym.utils.obs")
+    tree = {
+        "nodes": [
+            _node("1", "RootWebArea", "Page", ("2",)),
+            _node("2", "button", "Go", ("3",), bid="7"),
+            _node("3", "InlineTextBox", "Go"),
+        ]
+    }
+    assert axtree_to_state(tree, url="u").splitlines()[2:] == ["RootWebArea 'Page'", "\t[7] button 'Go'"]
+
+
 def test_axtree_visible_only_filters_by_visibility() -> None:
-    props = {"12": {"visibility": 0.0}, "4": {"visibility": 1.0}}
+    pytest.importorskip("browsergym.utils.obs")
+    hidden = {"visibility": 0.0, "bbox": None, "clickable": True, "set_of_marks": False}
+    props = {"12": hidden, "4": {**hidden, "visibility": 1.0}}
     state = axtree_to_state(AXTREE, url="u", extra_properties=props, visible_only=True)
     assert "Add to Cart" not in state and "[4] heading" in state
 

@@ -94,6 +94,14 @@ BUILTIN_DOMAINS: dict[str, BuiltinDomain] = {
         task_format="dreamgym_env.curriculum.formats:WEBARENA_FORMAT",
         validator="dreamgym_env.curriculum.validators:validate_webarena",
     ),
+    "miniwob": BuiltinDomain(
+        env_id="DreamGym/MiniWoB-v0",
+        entry_point="dreamgym_env.domains.miniwob:MiniWoBDomain",
+        max_steps=10,
+        real=RealEnv("DreamGym/MiniWoB-Real-v0", "dreamgym_env.real.miniwob:MiniWoBRealEnv"),
+        task_format="dreamgym_env.curriculum.miniwob:MINIWOB_FORMAT",
+        validator="dreamgym_env.curriculum.miniwob:validate_miniwob",
+    ),
     "textworld": BuiltinDomain(
         env_id="DreamGym/TextWorld-v0",
         entry_point="dreamgym_env.domains.textworld:TextWorldDomain",

@@ -23,7 +23,7 @@ from dreamgym_env.domains.webarena_tasks import load_webarena_tasks
 from dreamgym_env.errors import DomainError
 from dreamgym_env.types import Task
 
-__all__ = ["DEFAULT_SITE_URLS", "WebArenaDomain", "render_page"]
+__all__ = ["DEFAULT_SITE_URLS", "WebArenaDomain", "page_header", "render_page"]
 
 DEFAULT_SITE_URLS: Mapping[str, str] = MappingProxyType(
     {
@@ -42,6 +42,12 @@ Element = tuple[str, str]
 """An element of the abstract page: (accessibility role, name)."""
 
 
+def page_header(url: str, titles: Sequence[str] = (), active_index: int = 0) -> list[str]:
+    """A page's first lines: one ``Tab i[ (current)]: title`` line per open tab, then ``URL: ...``."""
+    lines = [f"Tab {i}{' (current)' if i == active_index else ''}: {t}" for i, t in enumerate(titles)]
+    return [*(lines or ["Tab 0 (current): "]), f"URL: {url}"]
+
+
 def render_page(
     title: str,
     url: str,
@@ -50,7 +56,11 @@ def render_page(
     first_id: int = 1,
     other_tabs: Sequence[str] = (),
 ) -> str:
-    """Write a page in the abstract format: a tab line, a URL line, then ``[id] role: 'name'`` lines.
+    """Write a page in the abstract format: tab lines, a URL line, then the page as BrowserGym lists it.
+
+    The listing is what BrowserGym's ``flatten_axtree_to_str`` writes for the page (and AgentLab
+    logs): a ``RootWebArea`` line, then one element a line, indented by a tab, as ``[id] role 'name'``
+    (the name as Python writes a string); text carries no id, as in BrowserGym.
 
     Args:
         title: The page title.
@@ -59,15 +69,12 @@ def render_page(
         first_id: The first element id.
         other_tabs: Titles of the tabs opened after this one (this page is tab 0 and current).
     """
-    lines = [f"Tab 0 (current): {title}"]
-    lines += [f"Tab {i}: {t}" for i, t in enumerate(other_tabs, start=1)]
-    lines.append(f"URL: {url}")
-    lines += [f"[{first_id + i}] {role}: {_quote(name)}" for i, (role, name) in enumerate(elements)]
+    lines = page_header(url, [title, *other_tabs])
+    lines.append(f"RootWebArea {title!r}, focused, url={url!r}")
+    for i, (role, name) in enumerate(elements):
+        bid = "" if role == "StaticText" else f"[{first_id + i}] "
+        lines.append(f"\t{bid}{role} {name!r}")
     return "\n".join(lines)
-
-
-def _quote(name: str) -> str:
-    return "'" + name.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 # Start pages: a handful of the elements each site's home page shows, enough to orient the model.
@@ -294,16 +301,18 @@ of a long page; goto('url') loads a URL; go_back()/go_forward() move in history;
 tab_focus(1), tab_close() manage tabs; noop() waits.
 - New pages get new element ids; keep the ids of elements that stay on the same page.
 
-State format (the page as an accessibility listing: the tab line(s), the URL, then one element a line \
-as [id] role: 'name'; only meaningful elements, no HTML, at most about 40 elements; write long lists \
-and tables as their first rows):
+State format (the page as BrowserGym lists its accessibility tree: the tab line(s), the URL, then \
+one node a line, indented by one tab per level, as [id] role 'name' followed by its properties; text \
+without an id cannot be acted on; no HTML, at most about 40 elements; write long lists and tables as \
+their first rows):
 Tab 0 (current): One Stop Market
 URL: http://localhost:7770/
-[27] link: 'My Account'
-[1235] combobox: 'Search'
-[1238] menuitem: 'Grocery & Gourmet Food'
-[1301] link: 'Quest Lumaflex Band'
-[1302] StaticText: '$19.99'
+RootWebArea 'One Stop Market', focused, url='http://localhost:7770/'
+\t[27] link 'My Account'
+\t[1235] combobox 'Search', hasPopup='listbox', expanded=False
+\t[1238] menuitem 'Grocery & Gourmet Food', hasPopup='menu'
+\t[1301] link 'Quest Lumaflex Band'
+\t\tStaticText '$19.99'
 
 Invalid or ineffective actions
 An action on an id that is not on the page, or one the element does not support, leaves the page \
@@ -325,14 +334,17 @@ admissible_actions: return an empty list; the agent's action space is open."""
 class WebArenaDomain(Domain):
     """WebArena as an abstract text world (Zhou et al., 2024), with BrowserGym's action set.
 
-    State format: a tab line per open tab, the URL, then the page's meaningful elements as
-    ``[id] role: 'name'`` lines (an accessibility-tree listing without the HTML)::
+    State format: a tab line per open tab, the URL, then the page's accessibility tree as BrowserGym's
+    ``flatten_axtree_to_str`` writes it (what AgentLab logs, and what ``DreamGym/WebArena-Real-v0``
+    shows): ``[id] role 'name'`` lines indented by depth (one tab a level), under the ``RootWebArea``
+    line::
 
         Tab 0 (current): One Stop Market
         URL: http://localhost:7770/
-        [1] link: 'My Account'
-        [5] combobox: 'Search'
-        [12] menuitem: 'Grocery & Gourmet Food'
+        RootWebArea 'One Stop Market', focused, url='http://localhost:7770/'
+            [1] link 'My Account'
+            [5] combobox 'Search'
+            [12] menuitem 'Grocery & Gourmet Food'
 
     Starting state: the page at the task's ``start_url`` (WebArena's ``__SHOPPING__``-style placeholders
     resolved with ``site_urls``): a site's home page lists a fixed set of its real elements; a deeper

@@ -12,6 +12,7 @@ id                              wrapper                                 engine (
 ``DreamGym/TextWorld-Real-v0``  :class:`~.textworld.TextWorldRealEnv`   textworld (``tw-make``)
 ``DreamGym/WebShop-Real-v0``    :class:`~.webshop.WebShopRealEnv`       a WebShop checkout
 ``DreamGym/WebArena-Real-v0``   :class:`~.webarena.BrowserGymRealEnv`   browsergym-core + Chromium
+``DreamGym/MiniWoB-Real-v0``    :class:`~.miniwob.MiniWoBRealEnv`       browsergym-miniwob + miniwob
 =============================== ======================================= ===========================
 """
 

@@ -1,6 +1,11 @@
-"""WebArena / BrowserGym: the accessibility tree rewritten as the WebArena domain's ``[id] role: 'name'`` listing.
+"""BrowserGym's accessibility tree as the web domains' abstract page: tab lines, the URL, BrowserGym's own listing.
 
-Pure text processing over BrowserGym's ``axtree_object``: no browser is needed to use or test it.
+The listing is what BrowserGym's ``flatten_axtree_to_str`` writes (and what AgentLab logs and prompts
+with): one node a line, indented by depth, as ``[bid] role 'name'`` plus properties, ``bid`` being
+BrowserGym's element id, so an action such as ``click('12')`` acts on the element listed as ``[12]``.
+A model trained on BrowserGym/AgentLab trajectories therefore reads the same text in the simulator
+and in the real browser. Text processing only: BrowserGym's ``browsergym.utils.obs`` is needed, a
+browser is not.
 """
 
 from __future__ import annotations
@@ -8,74 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["AXTREE_SKIPPED_ROLES", "axtree_to_state"]
+from dreamgym_env.domains.webarena import page_header
+from dreamgym_env.errors import DependencyNotInstalled
 
-AXTREE_SKIPPED_ROLES: frozenset[str] = frozenset(
-    {
-        "none",
-        "generic",
-        "presentation",
-        "LineBreak",
-        "InlineTextBox",
-        "ListMarker",
-        "group",
-        "paragraph",
-        "list",
-        "listitem",
-        "Section",
-        "div",
-        "RootWebArea",
-        "WebArea",
-        "ignored",
-        "main",
-        "navigation",
-        "banner",
-        "contentinfo",
-        "region",
-        "article",
-        "form",
-        "table",
-        "rowgroup",
-        "row",
-        "LayoutTable",
-        "LayoutTableRow",
-        "LayoutTableCell",
-    }
-)
-"""Container roles left out of the listing: their children carry the meaning (as in the paper's state)."""
+__all__ = ["AXTREE_SKIPPED_ROLES", "axtree_to_state", "page_header"]
 
-_INTERACTIVE = frozenset(
-    {
-        "button",
-        "link",
-        "textbox",
-        "searchbox",
-        "combobox",
-        "checkbox",
-        "radio",
-        "menuitem",
-        "tab",
-        "option",
-        "slider",
-        "spinbutton",
-        "switch",
-        "listbox",
-        "menuitemcheckbox",
-        "menuitemradio",
-        "treeitem",
-    }
-)
-
-
-def _ax_value(node: Mapping[str, Any], key: str) -> str:
-    value = node.get(key)
-    if isinstance(value, Mapping):
-        value = value.get("value", "")
-    return " ".join(str(value or "").split())
-
-
-def _quote(name: str) -> str:
-    return "'" + name.replace("\\", "\\\\").replace("'", "\\'") + "'"
+AXTREE_SKIPPED_ROLES: tuple[str, ...] = ("LineBreak", "InlineTextBox")
+"""Roles left out of the listing: BrowserGym's own ignored roles plus Chromium's ``InlineTextBox``
+(newer Chromium builds report one under every text node; its text is already its parent's)."""
 
 
 def axtree_to_state(
@@ -86,15 +31,9 @@ def axtree_to_state(
     active_index: int = 0,
     extra_properties: Mapping[str, Mapping[str, Any]] | None = None,
     visible_only: bool = False,
-    max_elements: int = 200,
+    skip_generic: bool = True,
 ) -> str:
-    """Map BrowserGym's accessibility tree to the WebArena domain's abstract page listing.
-
-    The listing is the simulated domain's: tab lines, ``URL: ...``, then one meaningful element a
-    line as ``[bid] role: 'name'``, where ``bid`` is BrowserGym's element id, so an action such as
-    ``click('12')`` acts on the element listed as ``[12]``. Containers (:data:`AXTREE_SKIPPED_ROLES`)
-    and ignored nodes are dropped; text repeating its parent's name is dropped; text that BrowserGym
-    gives no id (it cannot be acted on) is listed without brackets, as ``StaticText: 'Total: $12'``.
+    """Map BrowserGym's accessibility tree to the abstract page: :func:`~dreamgym_env.domains.webarena.page_header`, then BrowserGym's listing.
 
     Args:
         axtree: ``obs["axtree_object"]`` (Chrome DevTools ``{"nodes": [...]}`` with ``browsergym_id``).
@@ -103,36 +42,26 @@ def axtree_to_state(
         active_index: ``obs["active_page_index"]``.
         extra_properties: ``obs["extra_element_properties"]`` (bid -> ``{"visibility", ...}``).
         visible_only: Keep only elements BrowserGym reports at least half visible.
-        max_elements: Cut the listing after this many elements.
+        skip_generic: Leave out ``generic`` nodes without properties (BrowserGym's default). Pages
+            whose clickable elements are plain ``<span>``s (MiniWoB's links) need them listed, with
+            their ids.
+
+    Raises:
+        DependencyNotInstalled: ``browsergym-core`` is not installed.
     """
-    nodes = list(axtree.get("nodes", []))
-    by_id = {str(n.get("nodeId")): n for n in nodes}
-    lines = [f"Tab {i}{' (current)' if i == active_index else ''}: {t}" for i, t in enumerate(titles)] or [
-        "Tab 0 (current): "
-    ]
-    lines.append(f"URL: {url}")
-    count = 0
-
-    def visit(node: Mapping[str, Any], parent_name: str) -> None:
-        nonlocal count
-        role = _ax_value(node, "role")
-        name = _ax_value(node, "name")
-        bid = str(node.get("browsergym_id") or "")
-        keep = not node.get("ignored") and role not in AXTREE_SKIPPED_ROLES
-        if keep and role == "StaticText" and (not name or name in parent_name):
-            keep = False
-        if keep and not name and role not in _INTERACTIVE:
-            keep = False
-        if keep and visible_only and bid and extra_properties is not None:
-            keep = float(extra_properties.get(bid, {}).get("visibility", 1.0)) >= 0.5
-        if keep and count < max_elements:
-            lines.append(f"[{bid}] {role}: {_quote(name)}" if bid else f"{role}: {_quote(name)}")
-            count += 1
-        for child_id in node.get("childIds", []):
-            child = by_id.get(str(child_id))
-            if child is not None:
-                visit(child, name if keep or role in AXTREE_SKIPPED_ROLES and name else parent_name)
-
-    if nodes:
-        visit(nodes[0], "")
+    try:
+        from browsergym.utils.obs import IGNORED_AXTREE_ROLES, flatten_axtree_to_str
+    except ImportError as e:
+        raise DependencyNotInstalled("browsergym-core", "real", "the BrowserGym page listing") from e
+    lines = page_header(url, titles, active_index)
+    if axtree.get("nodes"):
+        filter_visible = visible_only and extra_properties is not None
+        listing = flatten_axtree_to_str(
+            dict(axtree),
+            extra_properties=dict(extra_properties or {}) if filter_visible else None,
+            filter_visible_only=filter_visible,
+            skip_generic=skip_generic,
+            ignored_roles=[*IGNORED_AXTREE_ROLES, *AXTREE_SKIPPED_ROLES],
+        )
+        lines.append(listing)
     return "\n".join(lines)

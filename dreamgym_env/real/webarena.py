@@ -3,9 +3,11 @@
 BrowserGym (ServiceNow) drives Chromium through Playwright and runs web tasks (WebArena's among
 them, with ``browsergym-webarena``). This wrapper keeps BrowserGym's action language (the simulated
 WebArena domain already uses it: ``click('12')``, ``fill('5', 'text')``...) and maps its
-accessibility-tree observation to the abstract ``[id] role: 'name'`` listing
-(:func:`~dreamgym_env.real.mapping.axtree_to_state`), or through any ``state_mapper`` such as an
-:class:`~dreamgym_env.real.mapping.LLMStateExtractor`.
+accessibility-tree observation to the abstract page: tab lines, the URL, then BrowserGym's own
+``flatten_axtree_to_str`` listing (``[bid] role 'name'``, what AgentLab logs;
+:func:`~dreamgym_env.real.axtree.axtree_to_state`), or through any ``state_mapper`` such as an
+:class:`~dreamgym_env.real.mapping.LLMStateExtractor`. :class:`BrowserGymEnvBase` is the part every
+BrowserGym wrapper shares (MiniWoB's is :mod:`dreamgym_env.real.miniwob`).
 """
 
 from __future__ import annotations
@@ -17,15 +19,23 @@ import shlex
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from dreamgym_env.domains import Domain
 from dreamgym_env.domains.webarena import WebArenaDomain
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
+from dreamgym_env.real.axtree import axtree_to_state
 from dreamgym_env.real.base import RealReset, RealStep, RealTextEnv
-from dreamgym_env.real.mapping import axtree_to_state
+from dreamgym_env.real.recording import EpisodeRecorder
 from dreamgym_env.types import Task
 
-__all__ = ["DEFAULT_CHROMIUM_FLAGS", "BrowserGymRealEnv", "browsergym_obs_to_state", "use_system_chromium"]
+__all__ = [
+    "DEFAULT_CHROMIUM_FLAGS",
+    "BrowserGymEnvBase",
+    "BrowserGymRealEnv",
+    "browsergym_obs_to_state",
+    "use_system_chromium",
+]
 
 DEFAULT_CHROMIUM_FLAGS: tuple[str, ...] = (
     "--disable-background-networking",
@@ -78,8 +88,10 @@ def use_system_chromium(executable: str, flags: Sequence[str] = DEFAULT_CHROMIUM
     return launcher
 
 
-def browsergym_obs_to_state(obs: dict[str, Any], *, visible_only: bool = False) -> str:
-    """The rule-based mapping of a BrowserGym observation to the abstract page listing."""
+def browsergym_obs_to_state(
+    obs: dict[str, Any], *, visible_only: bool = False, skip_generic: bool = True
+) -> str:
+    """A BrowserGym observation as the abstract page: tab lines, ``URL: ...``, BrowserGym's own listing."""
     return axtree_to_state(
         obs.get("axtree_object") or {},
         url=str(obs.get("url", "")),
@@ -87,18 +99,128 @@ def browsergym_obs_to_state(obs: dict[str, Any], *, visible_only: bool = False) 
         active_index=int(obs.get("active_page_index", 0) or 0),
         extra_properties=obs.get("extra_element_properties"),
         visible_only=visible_only,
+        skip_generic=skip_generic,
     )
 
 
-class BrowserGymRealEnv(RealTextEnv):
+class BrowserGymEnvBase(RealTextEnv):
+    """What every BrowserGym wrapper shares: Chromium's launch, the page mapping, stepping and closing.
+
+    Subclasses implement :meth:`_real_reset` (which task, then :meth:`_open`); a step sends the action
+    to BrowserGym as is, and an action it cannot execute leaves the page and puts BrowserGym's message
+    in ``info["last_action_error"]``.
+    """
+
+    skip_generic: ClassVar[bool] = True
+    """Whether the listing leaves out ``generic`` nodes (see :func:`~dreamgym_env.real.axtree.axtree_to_state`)."""
+
+    def __init__(
+        self,
+        domain: Domain,
+        *,
+        executable_path: str | None = "/usr/bin/chromium",
+        chromium_flags: Sequence[str] = DEFAULT_CHROMIUM_FLAGS,
+        headless: bool = True,
+        visible_only: bool = False,
+        state_mapper: Callable[[dict[str, Any]], str] | None = None,
+        browser_kwargs: dict[str, Any] | None = None,
+        record_dir: str | os.PathLike[str] | None = None,
+        record_screenshots: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(domain, **kwargs)
+        self.record_dir = record_dir
+        self.record_screenshots = record_screenshots
+        self._recorder: EpisodeRecorder | None = None
+        self.executable_path = executable_path
+        self.chromium_flags = list(chromium_flags)
+        self.headless = headless
+        self.visible_only = visible_only
+        self.state_mapper = state_mapper
+        self.browser_kwargs = dict(browser_kwargs or {})
+        self._browser: Any = None
+        self._last_obs: dict[str, Any] = {}
+
+    @property
+    def last_browsergym_obs(self) -> dict[str, Any]:
+        """BrowserGym's raw observation of the last reset or step (axtree, DOM, screenshot...)."""
+        return self._last_obs
+
+    def _map(self, obs: dict[str, Any]) -> str:
+        self._last_obs = obs
+        if self.state_mapper is not None:
+            return self.state_mapper(obs)
+        return browsergym_obs_to_state(obs, visible_only=self.visible_only, skip_generic=self.skip_generic)
+
+    def _launch_kwargs(self) -> dict[str, Any]:
+        launch: dict[str, Any] = {"chromium_sandbox": False}
+        if self.executable_path:
+            launch["executable_path"] = str(use_system_chromium(self.executable_path, self.chromium_flags))
+        return launch
+
+    def _open(self, entrypoint: Any, task_kwargs: dict[str, Any], seed: int) -> dict[str, Any]:
+        """Start BrowserGym's task ``entrypoint(seed=seed, **task_kwargs)`` in a fresh browser."""
+        try:
+            from browsergym.core.env import BrowserEnv
+        except ImportError as e:
+            raise DependencyNotInstalled("browsergym-core", "real", self.domain.env_id + " (real)") from e
+        self._real_close()
+        self._browser = BrowserEnv(
+            task_entrypoint=entrypoint,
+            task_kwargs=task_kwargs,
+            headless=self.headless,
+            pw_chromium_kwargs=self._launch_kwargs(),
+            **self.browser_kwargs,
+        )
+        obs, _ = self._browser.reset(seed=seed)
+        return dict(obs)
+
+    def _record(self, task_name: str, task: Task, obs: dict[str, Any]) -> None:
+        """Start recording the episode (when ``record_dir`` is set): call once the task is known."""
+        self._recorder = None
+        if self.record_dir is not None:
+            self._recorder = EpisodeRecorder(
+                self.record_dir, task_name, task, obs, screenshots=self.record_screenshots
+            )
+
+    def _real_step(self, action: str) -> RealStep:
+        obs, reward, terminated, truncated, info = self._browser.step(action)
+        if self._recorder is not None:
+            self._recorder.step(action, obs, float(reward), bool(terminated), bool(truncated), info)
+        error = str(obs.get("last_action_error") or "") or None
+        final = bool(_FINAL.match(action)) and error is None
+        return RealStep(
+            state=self._map(obs),
+            reward=float(reward),
+            done=bool(terminated) or final,
+            success=float(reward) >= 1.0,
+            admissible_actions=[],
+            last_action_error=error,
+        )
+
+    def _real_close(self) -> None:
+        if self._browser is not None:
+            self._browser.close()
+            self._browser = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_browser"] = None
+        state["_last_obs"] = {}
+        state["_recorder"] = None
+        return state
+
+
+class BrowserGymRealEnv(BrowserGymEnvBase):
     """A real browser task (BrowserGym), observed like ``DreamGym/WebArena-v0``.
 
     ## Description
     Each episode runs one BrowserGym task in a fresh headless Chromium: WebArena's tasks (pass their
     :class:`Task` objects, whose ``start_url`` resolves with the WebArena domain's ``site_urls``, or a
     BrowserGym task class such as ``browsergym.webarena``'s) or an open-ended task on any page
-    (``start_url`` and ``goal``). Observations are the page's accessibility tree as
-    ``[bid] role: 'name'`` lines, ``bid`` being BrowserGym's element id.
+    (``start_url`` and ``goal``). Observations are the tab lines, the URL and the page's
+    accessibility tree as BrowserGym lists it (``[bid] role 'name'`` lines indented by depth, ``bid``
+    being BrowserGym's element id).
 
     ## Action Space / Observation Space
     ``FreeText``: BrowserGym's high-level actions, as in the simulated env.
@@ -119,6 +241,8 @@ class BrowserGymRealEnv(RealTextEnv):
     ``/usr/bin/chromium``, Debian's; ``None`` uses Playwright's download). ``chromium_flags``: extra
     flags (:data:`DEFAULT_CHROMIUM_FLAGS`). ``state_mapper``: BrowserGym observation dict -> state
     (default: the rule-based mapping). ``browser_kwargs``: more ``BrowserEnv`` arguments.
+    ``record_dir``: write each episode there as an AgentLab-style folder
+    (:mod:`~dreamgym_env.real.recording`; ``dreamgym buffer import --format browsergym`` reads it).
     Reset options: ``{"task": Task}`` or ``{"start_url": ..., "goal": ...}``.
     """
 
@@ -140,7 +264,16 @@ class BrowserGymRealEnv(RealTextEnv):
         **kwargs: Any,
     ) -> None:
         domain = WebArenaDomain(site_urls)
-        super().__init__(domain, **kwargs)
+        super().__init__(
+            domain,
+            executable_path=executable_path,
+            chromium_flags=chromium_flags,
+            headless=headless,
+            visible_only=visible_only,
+            state_mapper=state_mapper,
+            browser_kwargs=browser_kwargs,
+            **kwargs,
+        )
         self.webarena = domain
         self.tasks = list(tasks or [])
         self.start_url = start_url
@@ -151,31 +284,6 @@ class BrowserGymRealEnv(RealTextEnv):
             raise DreamGymError(
                 "Give tasks=[...], start_url=... (with goal=...), or task_entrypoint=... to play."
             )
-        self.executable_path = executable_path
-        self.chromium_flags = list(chromium_flags)
-        self.headless = headless
-        self.visible_only = visible_only
-        self.state_mapper = state_mapper
-        self.browser_kwargs = dict(browser_kwargs or {})
-        self._browser: Any = None
-        self._last_obs: dict[str, Any] = {}
-
-    @property
-    def last_browsergym_obs(self) -> dict[str, Any]:
-        """BrowserGym's raw observation of the last reset or step (axtree, DOM, screenshot...)."""
-        return self._last_obs
-
-    def _map(self, obs: dict[str, Any]) -> str:
-        self._last_obs = obs
-        if self.state_mapper is not None:
-            return self.state_mapper(obs)
-        return browsergym_obs_to_state(obs, visible_only=self.visible_only)
-
-    def _launch_kwargs(self) -> dict[str, Any]:
-        launch: dict[str, Any] = {"chromium_sandbox": False}
-        if self.executable_path:
-            launch["executable_path"] = str(use_system_chromium(self.executable_path, self.chromium_flags))
-        return launch
 
     def _choose(self, options: dict[str, Any]) -> tuple[Task, Any, dict[str, Any]]:
         """The task of this episode, BrowserGym's task class and its arguments."""
@@ -209,44 +317,13 @@ class BrowserGymRealEnv(RealTextEnv):
 
     def _real_reset(self, options: dict[str, Any]) -> RealReset:
         try:
-            from browsergym.core.env import BrowserEnv
             from browsergym.core.task import OpenEndedTask
         except ImportError as e:
             raise DependencyNotInstalled("browsergym-core", "real", "DreamGym/WebArena-Real-v0") from e
         task, entrypoint, task_kwargs = self._choose(options)
-        self._real_close()
-        self._browser = BrowserEnv(
-            task_entrypoint=entrypoint or OpenEndedTask,
-            task_kwargs=task_kwargs,
-            headless=self.headless,
-            pw_chromium_kwargs=self._launch_kwargs(),
-            **self.browser_kwargs,
-        )
-        obs, _ = self._browser.reset(seed=int(self.np_random.integers(2**31 - 1)))
+        obs = self._open(entrypoint or OpenEndedTask, task_kwargs, int(self.np_random.integers(2**31 - 1)))
         if entrypoint is not None and obs.get("goal"):
             task = task.model_copy(update={"instruction": str(obs["goal"])})
+        name = entrypoint.get_task_id() if hasattr(entrypoint, "get_task_id") else f"webarena.{task.task_id}"
+        self._record(str(name), task, obs)
         return RealReset(task=task, state=self._map(obs), admissible_actions=[])
-
-    def _real_step(self, action: str) -> RealStep:
-        obs, reward, terminated, truncated, info = self._browser.step(action)
-        error = str(obs.get("last_action_error") or "") or None
-        final = bool(_FINAL.match(action)) and error is None
-        return RealStep(
-            state=self._map(obs),
-            reward=float(reward),
-            done=bool(terminated) or final,
-            success=float(reward) >= 1.0,
-            admissible_actions=[],
-            last_action_error=error,
-        )
-
-    def _real_close(self) -> None:
-        if self._browser is not None:
-            self._browser.close()
-            self._browser = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_browser"] = None
-        state["_last_obs"] = {}
-        return state

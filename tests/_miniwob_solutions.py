@@ -1,0 +1,132 @@
+"""Scripted solutions of MiniWoB tasks, read off the observation text only (BrowserGym's listing).
+
+Each solver returns the next action for (utterance, state) and knows nothing of the page but what the
+listing shows, so a solved task also shows that the observation carries what the task needs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_LINE = re.compile(r"^(\t*)(?:\[(\w+)\] )?(\w+)(?: '((?:[^'\\]|\\.)*)'| \"((?:[^\"\\]|\\.)*)\")?(.*)$")
+
+
+@dataclass(frozen=True)
+class Node:
+    """One line of the listing."""
+
+    depth: int
+    bid: str | None
+    role: str
+    name: str
+    props: str
+    label: str  # the name, or for an unnamed node the text of its StaticText children
+
+
+def nodes(state: str) -> list[Node]:
+    """The listing's lines under the tab and URL header, parsed."""
+    raw = []
+    for line in state.splitlines()[2:]:
+        m = _LINE.match(line)
+        if m:
+            raw.append((len(m.group(1)), m.group(2), m.group(3), m.group(4) or m.group(5) or "", m.group(6)))
+    out = []
+    for i, (depth, bid, role, name, props) in enumerate(raw):
+        label = name
+        if not label:
+            texts = []
+            for d, _, r, n, _ in raw[i + 1 :]:
+                if d <= depth:
+                    break
+                if r == "StaticText" and d == depth + 1:
+                    texts.append(n)
+            label = " ".join(texts)
+        out.append(Node(depth, bid, role, name, props, label))
+    return out
+
+
+def find(state: str, role: str, label: str | None = None, nth: int = 0) -> str:
+    """The bid of the ``nth`` element of ``role`` (with ``label``, if given)."""
+    hits = [
+        n.bid
+        for n in nodes(state)
+        if n.role == role and n.bid and (label is None or n.label.strip(" .,;:") == label)
+    ]
+    if len(hits) <= nth:
+        raise AssertionError(f"no {role} {label!r} (#{nth}) in:\n{state}")
+    return str(hits[nth])
+
+
+def _quoted(utterance: str) -> list[str]:
+    return re.findall(r'"([^"]*)"', utterance)
+
+
+def _plan(utterance: str, state: str, task: str) -> list[str]:
+    q = _quoted(utterance)
+    if task == "click-button":
+        return [f"click('{find(state, 'button', q[0])}')"]
+    if task == "click-link":
+        return [f"click('{find(state, 'generic', q[0])}')"]
+    if task == "click-test-2":
+        name = re.search(r"Click button (\w+)", utterance)
+        assert name, utterance
+        return [f"click('{find(state, 'button', name.group(1))}')"]
+    if task == "click-dialog":
+        return [f"click('{find(state, 'button', 'Close')}')"]
+    if task in ("click-checkboxes", "click-option"):
+        picked = re.search(r"Select (.*) and click Submit", utterance)
+        assert picked, utterance
+        words = [] if picked.group(1) == "nothing" else [w.strip() for w in picked.group(1).split(",")]
+        role = "checkbox" if task == "click-checkboxes" else "radio"
+        clicks = [f"click('{find(state, role, w)}')" for w in words if w]
+        return [*clicks, f"click('{find(state, 'button', 'Submit')}')"]
+    if task == "enter-text":
+        return [f"fill('{find(state, 'textbox')}', '{q[0]}')", f"click('{find(state, 'button', 'Submit')}')"]
+    if task == "enter-password":
+        return [
+            f"fill('{find(state, 'textbox', nth=0)}', '{q[0]}')",
+            f"fill('{find(state, 'textbox', nth=1)}', '{q[0]}')",
+            f"click('{find(state, 'button', 'Submit')}')",
+        ]
+    if task == "login-user":
+        return [
+            f"fill('{find(state, 'textbox', nth=0)}', '{q[0]}')",
+            f"fill('{find(state, 'textbox', nth=1)}', '{q[1]}')",
+            f"click('{find(state, 'button', 'Login')}')",
+        ]
+    if task == "focus-text":
+        return [f"click('{find(state, 'textbox')}')"]
+    if task == "focus-text-2":
+        nth = re.search(r"(\d+)(?:st|nd|rd|th)", utterance)
+        assert nth, utterance
+        return [f"click('{find(state, 'textbox', nth=int(nth.group(1)) - 1)}')"]
+    if task == "choose-list":
+        item = re.search(r"Select (.*) from the list", utterance)
+        assert item, utterance
+        return [
+            f"select_option('{find(state, 'combobox')}', '{item.group(1)}')",
+            f"click('{find(state, 'button', 'Submit')}')",
+        ]
+    raise KeyError(task)
+
+
+SOLVED_TASKS: tuple[str, ...] = (
+    "click-button",
+    "click-link",
+    "click-checkboxes",
+    "enter-text",
+    "focus-text",
+    "login-user",
+    "choose-list",
+    "click-dialog",
+    "click-option",
+    "enter-password",
+    "click-test-2",
+    "focus-text-2",
+)
+
+
+def solution(task: str, utterance: str, first_state: str) -> list[str]:
+    """The actions that solve MiniWoB ``task`` from its first page (planned once, from that page)."""
+    return _plan(utterance, first_state, task)
