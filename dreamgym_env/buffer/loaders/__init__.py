@@ -8,6 +8,8 @@ Formats (each module documents its own):
 ``webshop-il``      WebShop imitation-learning trajectories, one episode per line
 ``alfworld-react``  ALFWorld transcripts in the ReAct prompt format (a JSON object of transcripts)
 ``agentgym``        AgentGym / ETO conversation records (a JSON list or JSONL)
+``browsergym``      BrowserGym / AgentLab experiment folders (``step_<n>.pkl.gz``), and the real
+                    browser wrappers' recordings; an episode folder or a folder of them
 =================== ==================================================================================
 
 Every loader yields whole records (an episode) or a :class:`LoadIssue` with the file and line. Files
@@ -35,6 +37,7 @@ from dreamgym_env.buffer.loaders.base import (
     check_encoding,
     read_text,
 )
+from dreamgym_env.buffer.loaders.browsergym import is_experiment_folder, load_browsergym
 from dreamgym_env.buffer.loaders.jsonl import load_jsonl
 from dreamgym_env.buffer.loaders.webshop import load_webshop_il, load_webshop_session
 from dreamgym_env.buffer.validation import transition_problem
@@ -61,10 +64,13 @@ FORMATS: dict[str, Loader] = {
     "webshop-il": load_webshop_il,
     "alfworld-react": load_alfworld_react,
     "agentgym": load_agentgym,
+    "browsergym": load_browsergym,
 }
 
 
 def _files(path: Path) -> list[Path]:
+    if path.is_dir() and (is_experiment_folder(path) or any(is_experiment_folder(p) for p in path.iterdir())):
+        return [path]  # BrowserGym/AgentLab: the loader reads the folder
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".jsonl", ".json", ".txt"))
         if not files:
@@ -93,6 +99,8 @@ def detect_format(path: str | Path) -> str:
         DataFormatError: When no known format matches; the message lists the formats to pass explicitly.
     """
     first = _files(Path(path))[0]
+    if first.is_dir():
+        return "browsergym"
     check_encoding(first)
     if first.suffix == ".txt":
         return "alfworld-react"
@@ -134,7 +142,8 @@ def iter_records(
             )
         loader = FORMATS[kind]
         for file in _files(path):
-            check_encoding(file)
+            if file.is_file():
+                check_encoding(file)
             for item in loader(file, domain=domain):
                 yield _checked(item)
 
