@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,7 @@ def test_a_curriculum_draws_each_rows_task_and_hears_the_outcomes() -> None:
     class Recorder:
         def __init__(self) -> None:
             self.outcomes: list[tuple[str, float]] = []
+            self.db = sqlite3.connect(":memory:")  # like a curriculum's task pool: not picklable
 
         def sample(self, rng: np.random.Generator) -> Any:
             return TASKS[int(rng.integers(len(TASKS)))]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -263,8 +264,11 @@ class DreamGymEnvironments:
             raise DependencyNotInstalled("datasets", "train", "Building a TRL dataset") from e
         if self.sampler is None:
             return datasets.Dataset.from_list(self.rows(repeats=repeats))
+        # datasets pickles gen_kwargs to fingerprint them; a curriculum holds a database connection,
+        # so the generator gets a key to this factory instead of the factory itself.
+        _DATASET_FACTORIES[id(self)] = self
         return datasets.IterableDataset.from_generator(
-            _sampled_rows, gen_kwargs={"factory": self, "num_rows": num_rows}
+            _sampled_rows, gen_kwargs={"factory_key": id(self), "num_rows": num_rows}
         )
 
     def _row(self, task: Task) -> dict[str, Any]:
@@ -336,7 +340,11 @@ class DreamGymEnvironments:
             self._probe = None
 
 
-def _sampled_rows(factory: DreamGymEnvironments, num_rows: int | None) -> Iterator[dict[str, Any]]:
+_DATASET_FACTORIES: weakref.WeakValueDictionary[int, DreamGymEnvironments] = weakref.WeakValueDictionary()
+
+
+def _sampled_rows(factory_key: int, num_rows: int | None) -> Iterator[dict[str, Any]]:
+    factory = _DATASET_FACTORIES[factory_key]
     assert factory.sampler is not None
     rng = np.random.default_rng(factory._seed)
     for _ in itertools.count() if num_rows is None else range(num_rows):
