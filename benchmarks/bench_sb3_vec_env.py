@@ -91,7 +91,8 @@ def main() -> None:
     for kind in kinds:
         rates = runs[kind]
         rel = [a / (n * b) for a, b in zip(rates, dummy, strict=True)]
-        print(f"| {kind} | {cell(rates)} | {cell([x * n for x in rates])} | {cell(rel)} |")
+        vs_dummy = "1/N" if kind == "DummyVecEnv" else cell(rel)
+        print(f"| {kind} | {cell(rates)} | {cell([x * n for x in rates])} | {vs_dummy} |")
     print(f"\nThe ceiling is one round trip a step: {1 / args.latency:.0f} vector steps/s.")
 
 

@@ -43,7 +43,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium as gym
-import openai
 
 import dreamgym_env
 from dreamgym_env.config import BackendConfig
@@ -226,17 +225,19 @@ def direct(
     *,
     lockstep: bool,
 ) -> Run:
-    """``requests`` straight at the server: ``n`` always in flight, or in the env's waves (``lockstep``)."""
+    """``requests`` straight at the server: ``n`` always in flight, or in the env's waves (``lockstep``).
+
+    Through the same HTTP client the envs use (one connection kept alive per request in flight), with
+    no env around it.
+    """
     backend = server.backend(fixed)
-    client = openai.AsyncOpenAI(base_url=server.base_url, api_key="EMPTY", timeout=SAMPLING["timeout"])
 
     async def fire() -> Run:
         semaphore = asyncio.Semaphore(n)
 
         async def one(request: CompletionRequest) -> int:
             async with semaphore:
-                response = await client.chat.completions.create(**backend._request_kwargs(request))
-                return response.usage.completion_tokens if response.usage else 0
+                return (await backend.acomplete(request)).completion_tokens or 0
 
         start = time.perf_counter()
         if lockstep:
@@ -246,7 +247,7 @@ def direct(
         else:
             tokens = list(await asyncio.gather(*(one(r) for r in requests)))
         elapsed = time.perf_counter() - start
-        await client.close()
+        await backend.aclose()
         return Run(elapsed, tokens)
 
     return asyncio.run(fire())
@@ -435,7 +436,7 @@ def main() -> None:
     parser.add_argument("--sync-max", type=int, default=32, help="Largest N for SyncVectorEnv.")
     parser.add_argument("--sync-steps", type=int, default=2, help="Vector steps for SyncVectorEnv.")
     parser.add_argument(
-        "--real-sizes", type=int, nargs="*", default=[8, 32], help="Sizes of the real-answer table."
+        "--real-sizes", type=int, nargs="*", default=[32], help="Sizes of the real-answer table."
     )
     parser.add_argument("--episode-steps", type=int, default=4, help="Episode length, autoreset table.")
     parser.add_argument("--detail-n", type=int, default=32, help="N of the autoreset and straggler tables.")
