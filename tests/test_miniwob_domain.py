@@ -23,7 +23,7 @@ from dreamgym_env.domains.miniwob import (
 )
 from dreamgym_env.errors import DataFormatError, DomainError
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
-from tests._miniwob_solutions import SOLVED_TASKS, solution
+from dreamgym_env.real.miniwob_policies import SOLVED_TASKS, interactive_actions, random_action, solution
 
 
 def test_packaged_tasks_are_recorded_pages_of_the_named_tasks() -> None:
@@ -88,3 +88,14 @@ def test_page_urls_read_the_same_whatever_served_them() -> None:
     assert miniwob_display_urls(served) == (
         f"URL: {MINIWOB_DISPLAY_URL}enter-text.html\nRootWebArea 'x', url='{MINIWOB_DISPLAY_URL}enter-text.html'"
     )
+
+
+def test_random_policy_acts_only_on_listed_interactive_elements() -> None:
+    task = next(t for t in get_domain("miniwob").seed_tasks() if t.metadata["miniwob_task"] == "choose-list")
+    state = task.metadata["initial_state"]
+    actions = interactive_actions(state)
+    assert "click('19')" in actions and "select_option('13', 'Ertha')" in actions
+    assert all(MiniWoBDomain().validate_action(a) is None for a in actions)
+    rng = np.random.default_rng(0)
+    assert {random_action(state, rng) for _ in range(200)} == set(actions)
+    assert random_action("Tab 0 (current): x\nURL: u", rng) == "noop()"

@@ -111,14 +111,18 @@ button or link of the task, a submit); then the page stays as it was.
 
 State format (tab line(s), the URL, then the page's accessibility tree as BrowserGym lists it: one \
 node a line, indented by one tab per level, as [id] role 'name' followed by its properties; text \
-without an id cannot be acted on):
+without an id cannot be acted on; generic lines are the page's plain containers and spans, and a \
+generic holding a text is clickable like a link):
 Tab 0 (current): Click Button Task
 URL: http://localhost/miniwob/click-button.html
 RootWebArea 'Click Button Task', focused, url='http://localhost/miniwob/click-button.html'
-\tStaticText 'faucibus in nibh'
-\t[13] button 'no'
-\t[15] button 'Ok'
-\t[19] textbox ''
+\t[8] generic
+\t\t[9] generic
+\t\t\t[12] generic
+\t\t\t\tStaticText 'faucibus in nibh'
+\t\t\t[13] button 'no'
+\t\t\t[15] button 'Ok'
+\t\t\t[19] textbox ''
 
 Invalid or ineffective actions
 An action on an id that is not on the page, or one the element does not support, leaves the page \

@@ -1,13 +1,19 @@
-"""Scripted solutions of MiniWoB tasks, read off the observation text only (BrowserGym's listing).
+"""Policies for collecting real MiniWoB transitions: scripted solutions and a random clicker.
 
-Each solver returns the next action for (utterance, state) and knows nothing of the page but what the
-listing shows, so a solved task also shows that the observation carries what the task needs.
+Both read the observation text only (BrowserGym's listing, as ``DreamGym/MiniWoB-Real-v0`` writes it),
+so a solved task also shows that the observation carries what the task needs. The scripted solutions
+cover :data:`SOLVED_TASKS`; :func:`random_action` plays any page from its interactive elements (the
+open action space listed, as an SB3-style policy would need it).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["SOLVED_TASKS", "Node", "find", "interactive_actions", "nodes", "random_action", "solution"]
 
 _LINE = re.compile(r"^(\t*)(?:\[(\w+)\] )?(\w+)(?: '((?:[^'\\]|\\.)*)'| \"((?:[^\"\\]|\\.)*)\")?(.*)$")
 
@@ -128,5 +134,39 @@ SOLVED_TASKS: tuple[str, ...] = (
 
 
 def solution(task: str, utterance: str, first_state: str) -> list[str]:
-    """The actions that solve MiniWoB ``task`` from its first page (planned once, from that page)."""
+    """The actions that solve MiniWoB ``task`` from its first page (planned once, from that page).
+
+    Raises:
+        KeyError: ``task`` is not one of :data:`SOLVED_TASKS`.
+        AssertionError: The page or utterance does not read as the task's (an element is missing).
+    """
     return _plan(utterance, first_state, task)
+
+
+_WORDS = ("yes", "no", "submit", "hello", "Kasey", "11L", "ok")
+_CLICKABLE = frozenset({"button", "link", "checkbox", "radio", "textbox", "option", "tab", "menuitem"})
+
+
+def interactive_actions(state: str) -> list[str]:
+    """Every action on the page's interactive elements: clicks, a few fills, each option of a list.
+
+    ``generic`` elements with text count as clickable (MiniWoB's links are ``<span>``s).
+    """
+    actions = []
+    for node in nodes(state):
+        if not node.bid:
+            continue
+        if node.role in _CLICKABLE or (node.role == "generic" and node.label and not node.name):
+            actions.append(f"click('{node.bid}')")
+        if node.role == "textbox":
+            actions += [f"fill('{node.bid}', '{word}')" for word in _WORDS[:3]]
+        if node.role == "combobox":
+            options = [n.label for n in nodes(state) if n.role == "option"]
+            actions += [f"select_option('{node.bid}', {o!r})" for o in options]
+    return actions
+
+
+def random_action(state: str, rng: np.random.Generator) -> str:
+    """One of :func:`interactive_actions`, uniformly; ``noop()`` on a page without any."""
+    actions = interactive_actions(state)
+    return actions[int(rng.integers(len(actions)))] if actions else "noop()"
