@@ -39,3 +39,32 @@ def test_an_env_with_fixed_answers_sends_the_schema_and_runs_to_its_step_limit()
 def test_fixed_answer_chars_is_checked():
     with pytest.raises(ConfigError, match="fixed_answer_chars"):
         DreamGymEnv(ToyDomain(), backend="scripted", fixed_answer_chars=1)
+
+
+@pytest.mark.integration
+def test_vllm_gives_every_fixed_answer_the_same_tokens_and_never_ends_an_episode(vllm_server):
+    """Structured decoding pins the answer: constant completion tokens, no episode end before the limit."""
+    import gymnasium as gym
+
+    import dreamgym_env  # noqa: F401 - registers the ids
+
+    envs = gym.make_vec(
+        "DreamGym/ALFWorld-v0",
+        num_envs=4,
+        base_url=vllm_server.base_url,
+        model=vllm_server.model,
+        fixed_answer_chars=24,
+        max_steps=3,
+        temperature=0.0,
+        parse_retries=0,
+    )
+    envs.reset(seed=0)
+    tokens, ends = [], []
+    for _ in range(3):
+        obs, _, terminated, truncated, infos = envs.step(["look"] * 4)
+        assert all(o == "x" * 12 for o in obs)
+        tokens += list(infos["usage"]["completion_tokens"])
+        ends.append((terminated.any(), truncated.all()))
+    envs.close()
+    assert len(set(tokens)) == 1 and tokens[0] >= 24
+    assert ends == [(False, False), (False, False), (False, True)]
