@@ -317,6 +317,8 @@ async def _play_unsynchronised(
                 on_finish(k, episode)
 
     tasks = [asyncio.ensure_future(slot(env)) for env in sub_envs[: len(queue)]]
+    if not tasks:
+        return
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         failed = next((t for t in tasks if t in done and t.exception() is not None), None)

@@ -145,3 +145,4 @@ def test_aplay_episodes_without_lockstep_raises_a_failed_step():
 
     with pytest.raises(BackendError, match="ran out"):
         run_sync(aplay_episodes(envs, [EpisodeJob(seed=0)], policy, lockstep=False))
+    assert run_sync(aplay_episodes(envs, [], policy, lockstep=False)) == []
