@@ -1,0 +1,450 @@
+"""The replay buffer store's SQL, written once for SQLite and PostgreSQL.
+
+Both stores keep the same rows and answer the same questions, so every statement whose text is the
+same on both engines, up to a few spellings, lives here in :class:`SQLTransitionStore`. A
+:class:`Dialect` names those spellings: the tables (PostgreSQL's carry a ``buffer_`` prefix so the
+task pool may share the database), the placeholder style (statements are written with ``?``;
+psycopg wants ``%s``) and how a list parameter is matched (SQLite: ``IN (?, ?, ...)``; PostgreSQL:
+``= ANY(%s)`` with the list bound as one array).
+
+Each engine's module implements the hooks (:meth:`~SQLTransitionStore._rows` for reads,
+:meth:`~SQLTransitionStore._write` for one write transaction, :meth:`~SQLTransitionStore._error` for
+its error messages) and keeps what really differs: the schema, how a batch is inserted and its new
+ids learnt, how the oldest synthetic rows are evicted, where the largest id ever handed out is read,
+and how :meth:`~SQLTransitionStore.data_version` notices other processes' commits.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from dreamgym_env.errors import StoreError
+from dreamgym_env.types import Transition
+
+__all__ = ["SCHEMA_VERSION", "Dialect", "SQLTransitionStore", "StoredRow", "row_to_transition"]
+
+SCHEMA_VERSION = 1
+
+FIELDS = (
+    "domain, task_id, task, episode_id, step, state, action, next_state, reward, done, success, source, "
+    "reasoning, timestamp, metadata"
+)
+"""The columns :func:`row_to_transition` reads, in its order."""
+
+COLUMNS = f"dedup_key, {FIELDS}, embedding"
+"""Every column an insert writes, in the order of :func:`row_values`."""
+
+
+@dataclass(frozen=True)
+class StoredRow:
+    """A row's id, domain, episode and embedding: what an index needs, without the text."""
+
+    id: int
+    domain: str
+    episode_id: str
+    embedding: np.ndarray
+
+
+def row_to_transition(row: Sequence[Any]) -> Transition:
+    """A :class:`Transition` from the stored columns, in the order of ``FIELDS``."""
+    return Transition(
+        domain=row[0],
+        task_id=row[1],
+        task=row[2],
+        episode_id=row[3],
+        step=row[4],
+        state=row[5],
+        action=row[6],
+        next_state=row[7],
+        reward=row[8],
+        done=bool(row[9]),
+        success=bool(row[10]),
+        source=row[11],
+        reasoning=row[12],
+        timestamp=row[13],
+        metadata=json.loads(row[14]),
+    )
+
+
+def row_values(t: Transition, key: bytes, vector: np.ndarray) -> tuple[Any, ...]:
+    """The values of one transition's row, in the order of ``COLUMNS``.
+
+    Booleans stay ``bool``: PostgreSQL stores them as ``BOOLEAN``, SQLite as the integers 0 and 1.
+    """
+    return (
+        bytes(key),
+        t.domain,
+        t.task_id,
+        t.task,
+        t.episode_id,
+        int(t.step),
+        t.state,
+        t.action,
+        t.next_state,
+        float(t.reward),
+        bool(t.done),
+        bool(t.success),
+        t.source,
+        t.reasoning,
+        float(t.timestamp),
+        json.dumps(t.metadata, ensure_ascii=False, default=str),
+        np.ascontiguousarray(vector, dtype=np.float32).tobytes(),
+    )
+
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS {meta} (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS {transitions} (
+    id {serial},
+    dedup_key {blob} NOT NULL UNIQUE,
+    domain TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    task TEXT NOT NULL,
+    episode_id TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    action TEXT NOT NULL,
+    next_state TEXT NOT NULL,
+    reward {double} NOT NULL,
+    done {boolean} NOT NULL,
+    success {boolean} NOT NULL,
+    source TEXT NOT NULL CHECK (source IN ('offline', 'sim', 'real')),
+    reasoning TEXT,
+    timestamp {double} NOT NULL,
+    metadata TEXT NOT NULL,
+    embedding {blob} NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS {transitions}_source ON {transitions} (source, id)",
+    "CREATE INDEX IF NOT EXISTS {transitions}_episode ON {transitions} (episode_id)",
+    "CREATE TABLE IF NOT EXISTS {evictions} (seq {serial}, id {bigint} NOT NULL, domain TEXT NOT NULL)",
+)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one engine spells the schema and statements of :class:`SQLTransitionStore`.
+
+    Attributes:
+        meta: The settings table.
+        transitions: The transitions table.
+        evictions: The append-only eviction log.
+        placeholder: ``"?"`` (SQLite) or ``"%s"`` (psycopg); statements are written with ``?`` and
+            contain no other ``?`` or ``%``.
+        array_params: Whether a list is bound as one array parameter (``= ANY(%s)``) instead of one
+            placeholder per element (``IN (?, ?, ...)``).
+        serial: A primary key whose values are handed out in increasing order and never reused
+            (SQLite's ``AUTOINCREMENT``, a PostgreSQL sequence).
+        blob: Bytes (dedup keys, embeddings).
+        boolean: ``done`` and ``success``.
+        double: 8-byte floats.
+        bigint: A reference to a ``serial`` key.
+    """
+
+    meta: str
+    transitions: str
+    evictions: str
+    placeholder: str = "?"
+    array_params: bool = False
+    serial: str = "INTEGER PRIMARY KEY AUTOINCREMENT"
+    blob: str = "BLOB"
+    boolean: str = "INTEGER"
+    double: str = "REAL"
+    bigint: str = "INTEGER"
+
+    def schema(self) -> list[str]:
+        """The ``CREATE ... IF NOT EXISTS`` statements of the store's tables and indexes."""
+        names = {
+            "meta": self.meta,
+            "transitions": self.transitions,
+            "evictions": self.evictions,
+            "serial": self.serial,
+            "blob": self.blob,
+            "boolean": self.boolean,
+            "double": self.double,
+            "bigint": self.bigint,
+        }
+        return [statement.format(**names) for statement in _SCHEMA]
+
+    def sql(self, statement: str) -> str:
+        """``statement`` (written with ``?``) in this engine's placeholder style."""
+        return statement if self.placeholder == "?" else statement.replace("?", self.placeholder)
+
+    def member(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """A condition "``column`` is one of ``values``" and its parameters (``values`` must be non-empty)."""
+        if self.array_params:
+            return f"{column} = ANY(?)", [list(values)]
+        return f"{column} IN ({','.join('?' * len(values))})", list(values)
+
+
+class SQLTransitionStore(ABC):
+    """The statements both transition stores share; a subclass supplies the engine.
+
+    Reads go through :meth:`_rows`; writes run inside :meth:`_write` through :meth:`_execute` and
+    :meth:`_executemany` (a DB-API connection: ``execute`` and ``cursor().executemany`` behave the
+    same on ``sqlite3`` and psycopg). Write failures of the engine's ``_errors`` become a
+    :class:`StoreError` through :meth:`_error`.
+    """
+
+    dialect: ClassVar[Dialect]
+    _errors: ClassVar[tuple[type[Exception], ...]]
+    path: str
+
+    # -- hooks --------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def _rows(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[tuple[Any, ...]]:
+        """Every row of a read (``sql`` written with ``?``); ``binary`` asks for a fast blob transfer."""
+
+    @abstractmethod
+    def _write(self) -> AbstractContextManager[Any]:
+        """One write transaction holding the store's writer lock, yielding its connection.
+
+        Inside :meth:`transaction`, a savepoint of that transaction instead.
+        """
+
+    @abstractmethod
+    def _error(self, action: str, e: BaseException) -> StoreError:
+        """A :class:`StoreError` saying that ``action`` ("could not write to") failed on this store."""
+
+    @abstractmethod
+    def _insert_rows(
+        self, conn: Any, transitions: Sequence[Transition], keys: Sequence[bytes], embeddings: np.ndarray
+    ) -> list[int | None]:
+        """Insert a batch skipping known dedup keys; the new id of each row, ``None`` for a duplicate."""
+
+    @abstractmethod
+    def _evict_oldest(self, conn: Any, n: int) -> list[int]:
+        """Delete the ``n`` oldest ``sim`` rows, logging each in the evictions table; their ids, ascending."""
+
+    def _before_commit(self, conn: Any) -> None:
+        """Called inside every insert transaction, after its rows and evictions are written."""
+        return None  # nothing by default
+
+    def _after_commit(self) -> None:
+        """Called after every insert transaction has committed (or joined an open :meth:`transaction`)."""
+        return None  # nothing by default
+
+    def _execute(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement (written with ``?``) on a write connection; its cursor."""
+        return conn.execute(self.dialect.sql(sql), params)
+
+    def _executemany(self, conn: Any, sql: str, rows: Sequence[Sequence[Any]]) -> int:
+        """Run one statement (written with ``?``) once per row on a write connection; rows changed."""
+        if not rows:
+            return 0
+        cursor = conn.cursor()
+        cursor.executemany(self.dialect.sql(sql), rows)
+        return max(int(cursor.rowcount), 0)
+
+    def _check_schema_version(self) -> None:
+        version = int(self.get_meta("schema_version") or 0)
+        if version != SCHEMA_VERSION:
+            self.close()
+            raise StoreError(
+                f"{self.path} has replay-buffer schema version {version}, this package reads version "
+                f"{SCHEMA_VERSION}; export it with the version that wrote it and import it again"
+            )
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the connection(s) (idempotent)."""
+
+    # -- meta ---------------------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        """Return a stored setting, or ``None``."""
+        rows = self._rows(f"SELECT value FROM {self.dialect.meta} WHERE key = ?", (key,))
+        return None if not rows else str(rows[0][0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Store a setting (inside :meth:`transaction`, as part of it)."""
+        try:
+            with self._write() as conn:
+                self._execute(
+                    conn,
+                    f"INSERT INTO {self.dialect.meta} (key, value) VALUES (?, ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (key, value),
+                )
+        except self._errors as e:
+            raise self._error("could not write to", e) from e
+
+    # -- writes -------------------------------------------------------------------------------------
+
+    def insert(
+        self,
+        transitions: Sequence[Transition],
+        keys: Sequence[bytes],
+        embeddings: np.ndarray,
+        max_synthetic: int | None = None,
+    ) -> tuple[list[int | None], list[int]]:
+        """Insert a batch in one transaction, skipping rows whose dedup key is already stored.
+
+        A key repeated within the batch is stored once, for its first occurrence.
+
+        Args:
+            transitions: The transitions.
+            keys: One dedup key per transition.
+            embeddings: (n, dim) float32 retrieval keys.
+            max_synthetic: When set, evict the oldest ``sim`` rows past this many, in the same transaction.
+
+        Returns:
+            The new row id of each transition (``None`` for a duplicate) and the ids evicted.
+        """
+        if not (len(transitions) == len(keys) == len(embeddings)):
+            raise ValueError("transitions, keys and embeddings must have the same length")
+        embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
+        evicted: list[int] = []
+        try:
+            with self._write() as conn:
+                ids = self._insert_rows(conn, transitions, keys, embeddings) if transitions else []
+                if max_synthetic is not None and any(
+                    i is not None and t.source == "sim" for i, t in zip(ids, transitions, strict=True)
+                ):
+                    (count,) = self._execute(
+                        conn, f"SELECT COUNT(*) FROM {self.dialect.transitions} WHERE source = 'sim'"
+                    ).fetchone()
+                    if int(count) > max_synthetic:
+                        evicted = self._evict_oldest(conn, int(count) - max_synthetic)
+                self._before_commit(conn)
+        except self._errors as e:
+            raise self._error(f"could not write {len(transitions)} transitions to", e) from e
+        self._after_commit()
+        return ids, evicted
+
+    def replace_embeddings(self, items: Iterable[tuple[int, np.ndarray]]) -> None:
+        """Overwrite stored embeddings (after the embedder changed), in one transaction."""
+        pairs = [(np.ascontiguousarray(v, dtype=np.float32).tobytes(), int(i)) for i, v in items]
+        try:
+            with self._write() as conn:
+                self._executemany(
+                    conn, f"UPDATE {self.dialect.transitions} SET embedding = ? WHERE id = ?", pairs
+                )
+        except self._errors as e:
+            raise self._error("could not write embeddings to", e) from e
+
+    def set_reasoning(self, items: Iterable[tuple[str, int, str]]) -> int:
+        """Record reasoning traces for stored steps, given as (episode id, step, reasoning).
+
+        Returns the number of rows updated.
+
+        Used by reasoning annotation: each call commits in one transaction, so an interrupted run keeps
+        every trace already written and can resume where it stopped.
+        """
+        rows = [(r, e, int(s)) for e, s, r in items]
+        try:
+            with self._write() as conn:
+                return self._executemany(
+                    conn,
+                    f"UPDATE {self.dialect.transitions} SET reasoning = ? WHERE episode_id = ? AND step = ?",
+                    rows,
+                )
+        except self._errors as e:
+            raise self._error("could not write reasoning to", e) from e
+
+    # -- reads --------------------------------------------------------------------------------------
+
+    def count(self, *, domain: str | None = None, source: str | None = None) -> int:
+        """Number of stored transitions, optionally of one domain and/or source."""
+        clauses, params = _filters(domain=domain, source=source)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        return int(self._rows(f"SELECT COUNT(*) FROM {self.dialect.transitions}{where}", params)[0][0])
+
+    def episode_row_ids(self, episode_ids: Iterable[str]) -> dict[str, set[int]]:
+        """Ids of the stored transitions of each episode (read from the episode index, no row is touched)."""
+        wanted = list(dict.fromkeys(episode_ids))
+        if not wanted:
+            return {}
+        condition, params = self.dialect.member("episode_id", wanted)
+        rows = self._rows(f"SELECT episode_id, id FROM {self.dialect.transitions} WHERE {condition}", params)
+        found: dict[str, set[int]] = {e: set() for e in wanted}
+        for episode_id, row_id in rows:
+            found[episode_id].add(int(row_id))
+        return found
+
+    def stats(self) -> list[tuple[str, str, int]]:
+        """(domain, source, count) for every stored combination."""
+        rows = self._rows(
+            f"SELECT domain, source, COUNT(*) FROM {self.dialect.transitions} GROUP BY domain, source "
+            "ORDER BY domain, source"
+        )
+        return [(str(d), str(s), int(c)) for d, s, c in rows]
+
+    def max_eviction_seq(self) -> int:
+        """The sequence number of the latest eviction (0 when none happened)."""
+        return int(self._rows(f"SELECT COALESCE(MAX(seq), 0) FROM {self.dialect.evictions}")[0][0])
+
+    def rows_after(self, watermark: int, batch_size: int = 50_000) -> Iterator[list[StoredRow]]:
+        """Yield, in batches, the (id, domain, episode, embedding) of every row with ``id > watermark``."""
+        last = watermark
+        while True:
+            rows = self._rows(
+                f"SELECT id, domain, episode_id, embedding FROM {self.dialect.transitions} WHERE id > ? "
+                "ORDER BY id LIMIT ?",
+                (last, batch_size),
+                binary=True,
+            )
+            if not rows:
+                return
+            yield [StoredRow(int(i), d, e, np.frombuffer(b, dtype=np.float32)) for i, d, e, b in rows]
+            last = int(rows[-1][0])
+
+    def evictions_after(self, seq: int) -> list[tuple[int, int, str]]:
+        """(seq, id, domain) of every eviction after ``seq``."""
+        rows = self._rows(
+            f"SELECT seq, id, domain FROM {self.dialect.evictions} WHERE seq > ? ORDER BY seq", (seq,)
+        )
+        return [(int(s), int(i), str(d)) for s, i, d in rows]
+
+    def get(self, ids: Sequence[int]) -> dict[int, Transition]:
+        """Fetch transitions by id, in the order of ``ids``; ids no longer stored (evicted) are absent."""
+        if not ids:
+            return {}
+        condition, params = self.dialect.member("id", [int(i) for i in ids])
+        rows = self._rows(f"SELECT id, {FIELDS} FROM {self.dialect.transitions} WHERE {condition}", params)
+        by_id = {int(r[0]): r for r in rows}
+        return {i: row_to_transition(by_id[i][1:]) for i in ids if i in by_id}
+
+    def iter_transitions(
+        self, *, domain: str | None = None, source: str | None = None, batch_size: int = 10_000
+    ) -> Iterator[Transition]:
+        """Yield every stored transition in insertion order, optionally of one domain and/or source."""
+        clauses, params = _filters(domain=domain, source=source)
+        where = " AND ".join(["id > ?", *clauses])
+        last = 0
+        while True:
+            rows = self._rows(
+                f"SELECT id, {FIELDS} FROM {self.dialect.transitions} WHERE {where} ORDER BY id LIMIT ?",
+                [last, *params, batch_size],
+            )
+            if not rows:
+                return
+            for r in rows:
+                yield row_to_transition(r[1:])
+            last = int(rows[-1][0])
+
+    def iter_pairs(self, batch_size: int = 10_000) -> Iterator[list[tuple[int, str, str]]]:
+        """Yield batches of (id, state, action) for re-embedding."""
+        last = 0
+        while True:
+            rows = self._rows(
+                f"SELECT id, state, action FROM {self.dialect.transitions} WHERE id > ? ORDER BY id LIMIT ?",
+                (last, batch_size),
+            )
+            if not rows:
+                return
+            yield [(int(i), s, a) for i, s, a in rows]
+            last = int(rows[-1][0])
+
+
+def _filters(**conditions: str | None) -> tuple[list[str], list[Any]]:
+    """``column = ?`` clauses and their parameters for the conditions that are set."""
+    used = {k: v for k, v in conditions.items() if v is not None}
+    return [f"{k} = ?" for k in used], list(used.values())
