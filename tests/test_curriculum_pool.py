@@ -38,32 +38,32 @@ def test_pool_survives_reopen_with_lineage_and_history(store_location):
 
 
 def test_seeding_again_is_a_no_op(store_location):
-    pool = TaskPool(store_location)
-    seeds = get_domain("alfworld").seed_tasks()
-    assert pool.add_tasks(seeds) == len(seeds)
-    assert pool.add_tasks(seeds) == 0
-    assert len(pool) == len(seeds)
+    with TaskPool(store_location) as pool:
+        seeds = get_domain("alfworld").seed_tasks()
+        assert pool.add_tasks(seeds) == len(seeds)
+        assert pool.add_tasks(seeds) == 0
+        assert len(pool) == len(seeds)
 
 
 def test_recent_outcomes_keeps_latest_n_newest_first_and_filters_domain(store_location):
-    pool = TaskPool(store_location)
-    pool.add_tasks([_task(0), Task(task_id="a0", domain="alfworld", instruction="put a mug in cabinet.")])
-    for i in range(10):
-        pool.record_outcome("t0", float(i), False)
-    pool.record_outcome("a0", 1.0, True)
-    recent = pool.recent_outcomes(3, domain="webshop")
-    assert list(recent) == ["t0"]
-    assert [o.reward for o in recent["t0"]] == [9.0, 8.0, 7.0]
-    assert pool.episode_count() == 11
+    with TaskPool(store_location) as pool:
+        pool.add_tasks([_task(0), Task(task_id="a0", domain="alfworld", instruction="put a mug in cabinet.")])
+        for i in range(10):
+            pool.record_outcome("t0", float(i), False)
+        pool.record_outcome("a0", 1.0, True)
+        recent = pool.recent_outcomes(3, domain="webshop")
+        assert list(recent) == ["t0"]
+        assert [o.reward for o in recent["t0"]] == [9.0, 8.0, 7.0]
+        assert pool.episode_count() == 11
 
 
 def test_created_episode_tracks_growth(store_location):
-    pool = TaskPool(store_location)
-    pool.add_tasks([_task(0)])
-    pool.record_outcome("t0", 1.0, True)
-    pool.record_outcome("t0", 0.0, False)
-    pool.add_tasks([_task(1, parent_id="t0")], origin="generated")
-    assert pool.get("t1").created_episode == 2
+    with TaskPool(store_location) as pool:
+        pool.add_tasks([_task(0)])
+        pool.record_outcome("t0", 1.0, True)
+        pool.record_outcome("t0", 0.0, False)
+        pool.add_tasks([_task(1, parent_id="t0")], origin="generated")
+        assert pool.get("t1").created_episode == 2
 
 
 def test_schema_version_mismatch_is_reported(tmp_path):
@@ -91,12 +91,12 @@ def test_pool_can_share_the_replay_buffer_file(tmp_path):
 
 
 def test_bad_origin_and_unserialisable_metadata_raise(store_location):
-    pool = TaskPool(store_location)
-    with pytest.raises(StoreError, match="origin"):
-        pool.add_tasks([_task(0)], origin="mystery")
-    with pytest.raises(StoreError, match="JSON"):
-        pool.add_tasks([_task(1, metadata={"x": object()})])
-    assert len(pool) == 0  # the failed batch left nothing behind
+    with TaskPool(store_location) as pool:
+        with pytest.raises(StoreError, match="origin"):
+            pool.add_tasks([_task(0)], origin="mystery")
+        with pytest.raises(StoreError, match="JSON"):
+            pool.add_tasks([_task(1, metadata={"x": object()})])
+        assert len(pool) == 0  # the failed batch left nothing behind
 
 
 def test_task_family_per_domain():
