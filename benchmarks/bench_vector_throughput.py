@@ -45,6 +45,7 @@ from typing import Any
 import gymnasium as gym
 
 import dreamgym_env
+from dreamgym_env._event_loop import run_sync
 from dreamgym_env.config import BackendConfig
 from dreamgym_env.experience.backends import Backend, Completion, CompletionRequest
 from dreamgym_env.experience.backends.openai_http import OpenAIBackend
@@ -171,7 +172,7 @@ def native(server: Server, n: int, steps: int, fixed: int | None, *, keep: bool 
         return Run(time.perf_counter() - start, counter.tokens), counter
     finally:
         envs.close()
-        asyncio.run(counter.inner.aclose())
+        run_sync(counter.inner.aclose())  # on the loop the env's steps ran on
 
 
 def sync_vector(server: Server, n: int, steps: int, fixed: int | None) -> Run:
@@ -187,7 +188,7 @@ def sync_vector(server: Server, n: int, steps: int, fixed: int | None) -> Run:
         return Run(time.perf_counter() - start, counter.tokens)
     finally:
         envs.close()
-        asyncio.run(counter.inner.aclose())
+        run_sync(counter.inner.aclose())  # on the loop the env's steps ran on
 
 
 def async_runner(server: Server, n: int, steps: int, fixed: int | None) -> Run:
@@ -281,14 +282,15 @@ def ratios(runs: dict[str, list[Run]], a: str, b: str, tokens: bool = False) -> 
 
 # ------------------------------------------------------------------------------------------- tables
 def measure_size(server: Server, n: int, args: argparse.Namespace, fixed: int | None) -> dict[str, list[Run]]:
-    """Every contender at size ``n``, ``--repeats`` times."""
+    """Every contender at size ``n``, ``--repeats`` times, over at least ``--min-transitions`` each."""
+    steps = max(args.steps, -(-args.min_transitions // n))
     # Untimed: warms the prefix cache, and records the requests the direct contenders replay.
-    _, capture = native(server, n, args.steps, fixed, keep=True)
+    _, capture = native(server, n, steps, fixed, keep=True)
     contenders: dict[str, Callable[[], Run]] = {
         "continuous": lambda: direct(server, capture.requests, capture.waves, n, fixed, lockstep=False),
         "waves": lambda: direct(server, capture.requests, capture.waves, n, fixed, lockstep=True),
-        "native": lambda: native(server, n, args.steps, fixed)[0],
-        "async": lambda: async_runner(server, n, args.steps, fixed),
+        "native": lambda: native(server, n, steps, fixed)[0],
+        "async": lambda: async_runner(server, n, steps, fixed),
     }
     if n <= args.sync_max and fixed is not None:  # the fixed workload compares it; real answers skip it
         contenders["sync"] = lambda: sync_vector(server, n, args.sync_steps, fixed)
@@ -353,7 +355,7 @@ def autoreset_table(server: Server, n: int, args: argparse.Namespace) -> None:
                 return Run(time.perf_counter() - start, counter.tokens)
             finally:
                 envs.close()
-                asyncio.run(counter.inner.aclose())
+                run_sync(counter.inner.aclose())  # on the loop the env's steps ran on
 
         return run
 
@@ -431,6 +433,12 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 32, 128])
     parser.add_argument("--steps", type=int, default=6, help="Vector steps (episode length) per measurement.")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--min-transitions",
+        type=int,
+        default=128,
+        help="Small N play more steps, so that every measurement spans at least this many transitions.",
+    )
     parser.add_argument("--answer-chars", type=int, default=48, help="Length of the fixed answer's text.")
     parser.add_argument("--sync-max", type=int, default=32, help="Largest N for SyncVectorEnv.")
     parser.add_argument("--sync-steps", type=int, default=2, help="Vector steps for SyncVectorEnv.")
@@ -460,8 +468,9 @@ def main() -> None:
         native(server, 4, 2, args.answer_chars)  # warm-up: connections, compiled graphs
 
         print(
-            f"## Fixed answers ({args.answer_chars} characters, never done; {args.steps} steps an "
-            f"episode; SyncVectorEnv {args.sync_steps} steps)\n"
+            f"## Fixed answers ({args.answer_chars} characters, never done; episodes of {args.steps} "
+            f"steps, more for small N to span {args.min_transitions} transitions; SyncVectorEnv "
+            f"{args.sync_steps} steps)\n"
         )
         fixed_ratios = size_table(server, args.sizes, args, args.answer_chars)
         print(
