@@ -41,7 +41,11 @@ def _spawn(tmp_path, *args):
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
     return subprocess.Popen(
-        [sys.executable, str(script), *map(str, args)], stdout=subprocess.PIPE, text=True, env={**os.environ}
+        [sys.executable, str(script), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
     )
 
 
@@ -70,8 +74,8 @@ def test_concurrent_writers_from_several_processes_lose_nothing(tmp_path, store_
     ReplayBuffer.open(path).close()  # create the file (and WAL mode) once
     procs = [_spawn(tmp_path, path, f"w{i}", 10, 30, int(i % 2 == 0)) for i in range(4)]
     for p in procs:
-        out, _ = p.communicate(timeout=120)
-        assert p.returncode == 0 and out.split()[-1] == "300"
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0 and out.split()[-1:] == ["300"], f"writer failed: {err[-2000:]}"
     with ReplayBuffer.open(path) as buffer:
         assert len(buffer) == 1200
         by_writer = {}
