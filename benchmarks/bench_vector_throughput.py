@@ -1,12 +1,13 @@
 """Transitions per second against one vLLM server: every way of driving it, against its limits.
 
-Two workloads, same server, same prompts (greedy decoding, seeded tasks, the action ``look``):
+Two workloads, one server, seeded tasks and the action ``look`` everywhere:
 
 * **Fixed answers** (the comparison): every answer is the same text, pinned by the output schema
   (``fixed_answer_chars``, enforced by vLLM's structured decoding), and never ends an episode, so every
   contender sends the same requests and gets answers of the same token length. The table checks the
   tokens per transition that vLLM reports in ``usage``.
-* **Real answers** (second table): what the model says, with its own lengths and episode ends.
+* **Real answers** (second table): what the model says (sampled), with its own lengths and episode
+  ends; in generated tokens per second, since the contenders' answers differ.
 
 Contenders, each size N:
   * ``direct, continuous``: the native env's very requests fired straight at the server, N in flight at
