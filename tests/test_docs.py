@@ -1,0 +1,147 @@
+"""The names README.md and docs/*.md give exist, so the docs cannot drift from the code unnoticed.
+
+Every ``dreamgym_env.x.y`` dotted name must import (or be an attribute of what imports), every
+``DreamGym/...-v0`` id must be registered (or be the id of a spec shipped under ``examples/``), and
+every repository path the docs name (``dreamgym_env/...``, ``examples/...``, ``scripts/...``,
+``benchmarks/...``) must exist. A name behind an optional dependency that is not installed counts
+when the package itself answers it with :class:`~dreamgym_env.errors.DependencyNotInstalled` and the
+name is written in that module's source.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+import dreamgym_env
+from dreamgym_env.domains.spec import load_spec
+from dreamgym_env.errors import DependencyNotInstalled
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+DOTTED = re.compile(r"\bdreamgym_env(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+ENV_ID = re.compile(r"\bDreamGym/[A-Za-z0-9_-]+-v\d+")
+# A repository path: not part of a longer path (``~/.cache/dreamgym_env/...`` is a cache folder).
+REPO_PATH = re.compile(
+    r"(?<![\w./~-])((?:dreamgym_env|examples|benchmarks|scripts)/[A-Za-z0-9_./-]*[A-Za-z0-9_])"
+)
+
+
+def mentions(pattern: re.Pattern[str], texts: dict[str, str]) -> list[tuple[str, str]]:
+    """Each distinct match of ``pattern`` with the first file that has it, in file order."""
+    found: dict[str, str] = {}
+    for name, text in texts.items():
+        for match in pattern.finditer(text):
+            found.setdefault(match.group(1) if pattern.groups else match.group(0), name)
+    return sorted(found.items())
+
+
+def resolve(dotted: str) -> Any:
+    """Import the longest module prefix of ``dotted`` and read the rest as attributes."""
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:split])
+        try:
+            obj = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            # Only "this prefix is not a module" moves on to a shorter prefix; a module that exists
+            # but fails to import its own dependencies is a real failure.
+            if exc.name is not None and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+                continue
+            raise
+        for attribute in parts[split:]:
+            obj = getattr(obj, attribute)
+        return obj
+    raise ImportError(dotted)
+
+
+def defined_behind_optional_dependency(dotted: str) -> bool:
+    """Whether ``dotted`` names a module file, or a name written in one, of this package."""
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        base = ROOT.joinpath(*parts[:split])
+        source = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+        if source.is_file():
+            text = source.read_text(encoding="utf-8")
+            return all(re.search(rf"\b{re.escape(name)}\b", text) for name in parts[split:])
+    return False
+
+
+def check_dotted(dotted: str) -> None:
+    try:
+        resolve(dotted)
+    except DependencyNotInstalled:
+        assert defined_behind_optional_dependency(dotted), f"{dotted} is not defined in the package"
+
+
+def spec_ids() -> set[str]:
+    """The ids of the domain specs shipped as examples (registered only when a user loads them)."""
+    ids = set()
+    for path in sorted((ROOT / "examples").rglob("*.yaml")):
+        try:
+            ids.add(load_spec(path).resolved_env_id)
+        except Exception:  # not every YAML under examples/ is a domain spec
+            continue
+    return ids
+
+
+@pytest.fixture(scope="module")
+def texts() -> dict[str, str]:
+    return {path.relative_to(ROOT).as_posix(): path.read_text(encoding="utf-8") for path in DOC_FILES}
+
+
+def test_the_docs_name_things_at_all(texts: dict[str, str]) -> None:
+    # Guards the extraction itself: a broken pattern would make the checks below vacuous.
+    assert len(mentions(DOTTED, texts)) > 30
+    assert len(mentions(ENV_ID, texts)) >= 10
+    assert len(mentions(REPO_PATH, texts)) > 20
+
+
+def test_every_dotted_name_resolves(texts: dict[str, str]) -> None:
+    failures = []
+    for dotted, doc in mentions(DOTTED, texts):
+        try:
+            check_dotted(dotted)
+        except (ImportError, AttributeError, AssertionError) as exc:
+            failures.append(f"{doc}: {dotted}: {type(exc).__name__}: {exc}")
+    assert not failures, "\n".join(failures)
+
+
+def test_every_env_id_is_registered(texts: dict[str, str]) -> None:
+    assert dreamgym_env  # importing the package registers the built-in ids
+    known = set(gym.registry) | spec_ids()
+    missing = [f"{doc}: {env_id}" for env_id, doc in mentions(ENV_ID, texts) if env_id not in known]
+    assert not missing, "ids named in the docs but not registered:\n" + "\n".join(missing)
+
+
+def test_every_repository_path_exists(texts: dict[str, str]) -> None:
+    missing = [f"{doc}: {path}" for path, doc in mentions(REPO_PATH, texts) if not (ROOT / path).exists()]
+    assert not missing, "paths named in the docs that do not exist:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        "dreamgym_env.rollout.play_episodes_wrongly",
+        "dreamgym_env.no_such_module",
+        "dreamgym_env.integrations.verl.NoSuchLoop",
+        "dreamgym_env.integrations.verifiers.no_such_function",
+    ],
+)
+def test_a_wrong_dotted_name_is_caught(wrong: str) -> None:
+    with pytest.raises((ImportError, AttributeError, AssertionError)):
+        check_dotted(wrong)
+
+
+def test_a_wrong_env_id_or_path_is_caught() -> None:
+    texts = {"x.md": "`DreamGym/MiniWob-v0` and `dreamgym_env/vectors.py`, not `~/.cache/dreamgym_env/smoke`"}
+    ids = [env_id for env_id, _ in mentions(ENV_ID, texts)]
+    assert ids == ["DreamGym/MiniWob-v0"] and ids[0] not in set(gym.registry) | spec_ids()
+    assert [path for path, _ in mentions(REPO_PATH, texts)] == ["dreamgym_env/vectors.py"]
+    assert not (ROOT / "dreamgym_env/vectors.py").exists()
