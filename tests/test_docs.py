@@ -3,15 +3,18 @@
 Every ``dreamgym_env.x.y`` dotted name must import (or be an attribute of what imports), every
 ``DreamGym/...-v0`` id must be registered (or be the id of a spec shipped under ``examples/``), and
 every repository path the docs name (``dreamgym_env/...``, ``examples/...``, ``scripts/...``,
-``benchmarks/...``) must exist. A name behind an optional dependency that is not installed counts
+``benchmarks/...``) must exist, and every ``dreamgym`` command the docs show must be a subcommand of
+the CLI, given only flags that subcommand takes. A name behind an optional dependency that is not installed counts
 when the package itself answers it with :class:`~dreamgym_env.errors.DependencyNotInstalled` and the
 name is written in that module's source.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ import gymnasium as gym
 import pytest
 
 import dreamgym_env
+from dreamgym_env.cli import build_parser
 from dreamgym_env.domains.spec import load_spec
 from dreamgym_env.errors import DependencyNotInstalled
 
@@ -31,6 +35,12 @@ ENV_ID = re.compile(r"\bDreamGym/[A-Za-z0-9_-]+-v\d+")
 REPO_PATH = re.compile(
     r"(?<![\w./~-])((?:dreamgym_env|examples|benchmarks|scripts)/[A-Za-z0-9_./-]*[A-Za-z0-9_])"
 )
+
+
+# A command as the docs show it: an inline code span, or a line of a code block (continuations joined).
+INLINE_COMMAND = re.compile(r"`(dreamgym [^`]+)`")
+BLOCK_COMMAND = re.compile(r"^(?:\$ )?(dreamgym [^\n]+)", re.M)
+FLAG = re.compile(r"^--?[A-Za-z][\w-]*")
 
 
 def mentions(pattern: re.Pattern[str], texts: dict[str, str]) -> list[tuple[str, str]]:
@@ -91,6 +101,50 @@ def spec_ids() -> set[str]:
     return ids
 
 
+def cli_commands() -> dict[tuple[str, ...], set[str]]:
+    """Every subcommand path of ``dreamgym`` (``("buffer", "import")``...) with the flags it takes."""
+    commands: dict[tuple[str, ...], set[str]] = {}
+
+    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
+        commands[path] = {option for action in parser._actions for option in action.option_strings}
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, (*path, name))
+
+    walk(build_parser(), ())
+    return commands
+
+
+def shown_commands(texts: dict[str, str]) -> list[tuple[str, str]]:
+    """The ``dreamgym ...`` commands the docs show, with the file that shows each."""
+    shown = []
+    for name, text in texts.items():
+        fences = re.findall(r"^```(\w*)\n(.*?)^```", text, re.S | re.M)
+        blocks = "\n".join(body for language, body in fences if language in ("", "bash", "console", "sh"))
+        for line in BLOCK_COMMAND.findall(blocks.replace("\\\n", " ")):
+            shown.append((line.split("#")[0], name))
+        shown += [(span, name) for span in INLINE_COMMAND.findall(text)]
+    return shown
+
+
+def command_problem(command: str, commands: dict[tuple[str, ...], set[str]]) -> str | None:
+    """Why ``command`` is not one the CLI takes, or None. ``[--flag]`` and ``A|B`` are read as written."""
+    words = shlex.split(command.replace("[", " ").replace("]", " ").replace("|", " "), posix=True)[1:]
+    path: tuple[str, ...] = ()
+    for word in words:
+        if (*path, word) in commands:
+            path = (*path, word)
+        elif not path:
+            return f"no subcommand {word!r}"
+        else:
+            break
+    if not path:
+        return "no subcommand"
+    unknown = [m.group(0) for w in words if (m := FLAG.match(w)) and m.group(0) not in commands[path]]
+    return f"{' '.join(path)} takes no {', '.join(unknown)}" if unknown else None
+
+
 @pytest.fixture(scope="module")
 def texts() -> dict[str, str]:
     return {path.relative_to(ROOT).as_posix(): path.read_text(encoding="utf-8") for path in DOC_FILES}
@@ -123,6 +177,22 @@ def test_every_env_id_is_registered(texts: dict[str, str]) -> None:
 def test_every_repository_path_exists(texts: dict[str, str]) -> None:
     missing = [f"{doc}: {path}" for path, doc in mentions(REPO_PATH, texts) if not (ROOT / path).exists()]
     assert not missing, "paths named in the docs that do not exist:\n" + "\n".join(missing)
+
+
+def test_every_dreamgym_command_takes_its_flags(texts: dict[str, str]) -> None:
+    commands = cli_commands()
+    shown = shown_commands(texts)
+    assert len(shown) > 20
+    problems = [f"{doc}: {cmd}: {why}" for cmd, doc in shown if (why := command_problem(cmd, commands))]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_wrong_command_or_flag_is_caught() -> None:
+    commands = cli_commands()
+    assert command_problem("dreamgym buffer search b.sqlite --state s -k 4", commands) is None
+    assert command_problem("dreamgym buffer stats b.sqlite [--json]", commands) is None
+    assert command_problem("dreamgym buffer search b.sqlite --no-such-flag", commands) is not None
+    assert command_problem("dreamgym buffers stats b.sqlite", commands) is not None
 
 
 @pytest.mark.parametrize(
