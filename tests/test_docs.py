@@ -1,10 +1,10 @@
 """The names README.md and docs/*.md give exist, so the docs cannot drift from the code unnoticed.
 
-Every ``dreamgym_env.x.y`` dotted name must import (or be an attribute of what imports), every
-``DreamGym/...-v0`` id must be registered (or be the id of a spec shipped under ``examples/``), and
-every repository path the docs name (``dreamgym_env/...``, ``examples/...``, ``scripts/...``,
-``benchmarks/...``) must exist, and every ``dreamgym`` command the docs show must be a subcommand of
-the CLI, given only flags that subcommand takes. A name behind an optional dependency that is not installed counts
+Every ``dreamgym_env.x.y`` dotted name must import (or be an attribute of what imports); every
+``DreamGym/...-v0`` id must be registered (or be the id of a spec shipped under ``examples/``); every
+repository path (``dreamgym_env/...``, ``examples/...``, ``scripts/...``, ``benchmarks/...``,
+``tests/...``) must exist; every ``dreamgym`` command shown must be a subcommand of the CLI, given
+only flags that subcommand takes. A name behind an optional dependency that is not installed counts
 when the package itself answers it with :class:`~dreamgym_env.errors.DependencyNotInstalled` and the
 name is written in that module's source.
 """
@@ -33,7 +33,7 @@ DOTTED = re.compile(r"\bdreamgym_env(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 ENV_ID = re.compile(r"\bDreamGym/[A-Za-z0-9_-]+-v\d+")
 # A repository path: not part of a longer path (``~/.cache/dreamgym_env/...`` is a cache folder).
 REPO_PATH = re.compile(
-    r"(?<![\w./~-])((?:dreamgym_env|examples|benchmarks|scripts)/[A-Za-z0-9_./-]*[A-Za-z0-9_])"
+    r"(?<![\w./~-])((?:dreamgym_env|examples|benchmarks|scripts|tests)/[A-Za-z0-9_./-]*[A-Za-z0-9_])"
 )
 
 
