@@ -4,7 +4,8 @@ Every ``dreamgym_env.x.y`` dotted name must import (or be an attribute of what i
 ``DreamGym/...-v0`` id must be registered (or be the id of a spec shipped under ``examples/``); every
 repository path (``dreamgym_env/...``, ``examples/...``, ``scripts/...``, ``benchmarks/...``,
 ``tests/...``) must exist; every ``dreamgym`` command shown must be a subcommand of the CLI, given
-only flags that subcommand takes. A name behind an optional dependency that is not installed counts
+only flags that subcommand takes; every install extra (``dreamgym-env[...]``, in the docs and in
+the package's "install it with" errors) must be one of pyproject.toml's. A name behind an optional dependency that is not installed counts
 when the package itself answers it with :class:`~dreamgym_env.errors.DependencyNotInstalled` and the
 name is written in that module's source.
 """
@@ -12,6 +13,7 @@ name is written in that module's source.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import re
 import shlex
@@ -193,6 +195,41 @@ def test_a_wrong_command_or_flag_is_caught() -> None:
     assert command_problem("dreamgym buffer stats b.sqlite [--json]", commands) is None
     assert command_problem("dreamgym buffer search b.sqlite --no-such-flag", commands) is not None
     assert command_problem("dreamgym buffers stats b.sqlite", commands) is not None
+
+
+def declared_extras() -> set[str]:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        return set(tomllib.load(f)["project"]["optional-dependencies"])
+
+
+def extras_the_package_names() -> list[tuple[str, str]]:
+    """The extras that ``DependencyNotInstalled(package, extra, ...)`` tells users to install."""
+    named = []
+    for path in sorted((ROOT / "dreamgym_env").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or getattr(node.func, "id", None) != "DependencyNotInstalled":
+                continue
+            if any(k.arg == "install" for k in node.keywords) or len(node.args) >= 4:
+                continue  # the message says what installs it instead of an extra
+            extra = node.args[1] if len(node.args) > 1 else None
+            if isinstance(extra, ast.Constant) and isinstance(extra.value, str):
+                named.append((extra.value, f"{path.relative_to(ROOT)}:{node.lineno}"))
+    return named
+
+
+def test_every_install_extra_exists(texts: dict[str, str]) -> None:
+    extras = declared_extras()
+    shown = [
+        (name, doc)
+        for doc, text in texts.items()
+        for group in re.findall(r"(?:dreamgym-env|\.)\[([a-z0-9_,-]+)\]", text)
+        for name in group.split(",")
+    ]
+    in_code = extras_the_package_names()
+    assert len(shown) > 10 and len(in_code) > 5
+    missing = [f"{where}: [{name}]" for name, where in shown + in_code if name not in extras]
+    assert not missing, "extras that pyproject.toml does not declare:\n" + "\n".join(missing)
 
 
 @pytest.mark.parametrize(
