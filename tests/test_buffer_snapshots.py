@@ -190,11 +190,12 @@ def _data(n, dim=32, seed=0):
 
 def test_ivf_retrains_in_the_background_and_keeps_serving_the_old_index():
     ids, vectors = _data(3000)
-    gate = threading.Event()
+    gate, called = threading.Event(), threading.Event()
     calls = []
 
     def load_shard(domain, max_id):
         calls.append((threading.current_thread() is threading.main_thread(), max_id))
+        called.set()
         assert gate.wait(30)
         keep = ids <= max_id
         return ids[keep], vectors[keep]
@@ -203,6 +204,7 @@ def test_ivf_retrains_in_the_background_and_keeps_serving_the_old_index():
     index.add("a", ids[:300], vectors[:300])
     assert index.shards["a"].kind == "ivf" and index.shards["a"].trained_size == 300
     index.add("a", ids[300:700], vectors[300:700])  # past 2x its training size: retrain starts
+    assert called.wait(30)  # the thread has started reading the shard (when is the scheduler's choice)
     assert calls == [(False, 700)]  # on another thread, over exactly the rows indexed so far
     old = index.shards["a"]
     index.add("a", ids[700:800], vectors[700:800])  # the retrain is still waiting: served by the old one
