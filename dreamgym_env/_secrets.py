@@ -24,6 +24,7 @@ __all__ = [
     "MASK",
     "Redacted",
     "SpecWithoutSecrets",
+    "redact_endpoint_text",
     "redact_kwargs",
     "redact_text",
     "redact_url",
@@ -101,6 +102,19 @@ def redact_text(text: str, secrets: Iterable[str]) -> str:
     for secret in sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True):
         text = text.replace(secret, MASK)
     return _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
+
+
+def redact_endpoint_text(text: str, url: str, api_key: str | None = None) -> str:
+    """``text`` (a message about the endpoint ``url``) with the URL's credentials and ``api_key`` masked.
+
+    For clients that talk to an endpoint of their own (a policy server, an embedding server): the URL
+    is shown as :func:`redact_url` shows it, and the key, or one written into the URL, nowhere.
+    """
+    _, userinfo = split_userinfo(url)
+    secrets = [] if userinfo is None else [userinfo, userinfo.split(":", 1)[-1]]
+    if api_key and api_key != "EMPTY":
+        secrets.append(api_key)
+    return redact_text(text.replace(url, redact_url(url)), secrets)
 
 
 def _redact_urls(value: Any) -> Any:

@@ -112,3 +112,30 @@ def test_a_key_of_the_wrong_type_is_not_echoed():
     with pytest.raises(ValidationError) as invalid:
         BackendConfig(api_key=[KEY])
     assert not _leaks(str(invalid.value))
+
+
+def _closed_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_policy_and_embedding_clients_show_no_key_when_their_endpoint_fails():
+    from dreamgym_env.buffer.embedders import OpenAIEmbedder
+    from dreamgym_env.training.collector import ChatPolicy
+
+    url = f"http://user:{KEY}@127.0.0.1:{_closed_port()}/v1"
+    policy = ChatPolicy(url, "m", api_key=KEY, max_retries=0, timeout_s=5)
+    with pytest.raises(ServerUnreachableError) as policy_error:
+        asyncio.run(policy.act([{"role": "user", "content": "hi"}], []))
+    with pytest.raises(ServerUnreachableError) as embed_error:
+        OpenAIEmbedder("m", url, api_key=KEY, timeout_s=5).embed(["x"])
+    for caught in (policy_error, embed_error):
+        assert "127.0.0.1" in str(caught.value)
+        chain, error = [], caught.value
+        while error is not None:
+            chain.append(str(error))
+            error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+        assert not _leaks(*chain, repr(caught.value)), chain

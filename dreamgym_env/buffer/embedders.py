@@ -22,6 +22,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from dreamgym_env._secrets import redact_endpoint_text
 from dreamgym_env.buffer.config import EmbedderConfig
 from dreamgym_env.errors import BackendError, ConfigError, DependencyNotInstalled, ServerUnreachableError
 
@@ -303,11 +304,13 @@ class OpenAIEmbedder:
         try:
             response = self._client.embeddings.create(model=self._model, input=inputs)  # type: ignore[attr-defined]
         except openai.APIConnectionError as e:
-            raise ServerUnreachableError(f"embedding endpoint {self._base_url} is unreachable: {e}") from e
+            message = f"embedding endpoint {self._base_url} is unreachable: {e}"
+            raise ServerUnreachableError(
+                redact_endpoint_text(message, self._base_url, self._api_key)
+            ) from None
         except openai.APIError as e:
-            raise BackendError(
-                f"embedding endpoint {self._base_url} failed for model {self._model!r}: {e}"
-            ) from e
+            message = f"embedding endpoint {self._base_url} failed for model {self._model!r}: {e}"
+            raise BackendError(redact_endpoint_text(message, self._base_url, self._api_key)) from None
         data = sorted(response.data, key=lambda d: d.index)
         return np.asarray([d.embedding for d in data], dtype=np.float32)
 

@@ -28,6 +28,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from dreamgym_env._event_loop import run_sync
+from dreamgym_env._secrets import redact_endpoint_text
 from dreamgym_env.domains import get_domain
 from dreamgym_env.errors import BackendError, ConfigError, DependencyNotInstalled, ServerUnreachableError
 from dreamgym_env.rollout import (
@@ -314,9 +315,13 @@ class ChatPolicy:
                 extra_body=body,
             )
         except openai.APIConnectionError as e:
-            raise ServerUnreachableError(f"The policy endpoint {self.base_url} did not answer: {e}") from e
+            message = f"The policy endpoint {self.base_url} did not answer: {e}"
+            raise ServerUnreachableError(
+                redact_endpoint_text(message, self.base_url, self._api_key)
+            ) from None
         except openai.APIError as e:
-            raise BackendError(f"The policy endpoint {self.base_url} rejected the request: {e}") from e
+            message = f"The policy endpoint {self.base_url} rejected the request: {e}"
+            raise BackendError(redact_endpoint_text(message, self.base_url, self._api_key)) from None
         choice = response.choices[0]
         text = (choice.message.content or "").strip()
         if not self.return_tokens:
