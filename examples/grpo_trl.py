@@ -12,7 +12,7 @@
    curriculum choosing the tasks of the training games.
 5. Measures real success on the held-out games again.
 
-    python examples/grpo_trl.py                      # a small run (CPU, minutes)
+    python examples/grpo_trl.py                      # a small run (CPU, 4-10 minutes on two cores)
     python examples/grpo_trl.py --sft-steps 20 --grpo-steps 1 --eval-episodes 2 --experience scripted
 
 Everything is seeded; the figures are a tiny model's, meant to show the loop works end to end.
@@ -42,19 +42,18 @@ from dreamgym_env.training.collector import default_observation_message
 @dataclass
 class Args:
     out_dir: str = "runs/grpo_trl"
-    train_games: int = 4
+    train_games: int = 8
     heldout_games: int = 2
-    expert_episodes: int = (
-        3  # per training game: one expert episode, the rest noisy (only experts are SFT data)
-    )
-    max_steps: int = 10
-    hidden_size: int = 128
+    # Real episodes per training game: the first is the expert's (the SFT data), the rest noisy.
+    expert_episodes: int = 1
+    max_steps: int = 6
+    hidden_size: int = 64
     layers: int = 2
-    sft_steps: int = 120
-    grpo_steps: int = 4
-    num_generations: int = 4
-    max_completion_length: int = 384
-    eval_episodes: int = 6
+    sft_steps: int = 250
+    grpo_steps: int = 2
+    num_generations: int = 2
+    max_completion_length: int = 256
+    eval_episodes: int = 4
     temperature: float = 1.0
     experience: str = "shipped"  # shipped | smoke | scripted
     seed: int = 0
