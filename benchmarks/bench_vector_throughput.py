@@ -335,8 +335,13 @@ def size_table(
 
 
 def autoreset_table(server: Server, n: int, args: argparse.Namespace) -> None:
-    """Fixed answers, episodes of ``--episode-steps``: NEXT_STEP spends a vector step on each reset."""
-    length, steps = args.episode_steps, 2 * (args.episode_steps + 1)
+    """Fixed answers, episodes of about ``--episode-steps``: NEXT_STEP spends a slot's step on each reset.
+
+    Sub-env ``i`` truncates after ``length - 1 + i % 3`` steps, so episodes end at different steps, as
+    they do in training: a NEXT_STEP vector step then carries some idle slots, and waits as long as a
+    full one. (Were every episode to end together, the reset step would send nothing and cost nothing.)
+    """
+    length, steps = args.episode_steps, 3 * (args.episode_steps + 1)
 
     def mode(m: str) -> Callable[[], Run]:
         def run() -> Run:
@@ -349,6 +354,8 @@ def autoreset_table(server: Server, n: int, args: argparse.Namespace) -> None:
                 **env_kwargs(server, args.answer_chars, length),
             )
             try:
+                for i, env in enumerate(envs.unwrapped.envs):
+                    env.max_steps = max(1, length - 1 + i % 3)
                 envs.reset(seed=0)
                 start = time.perf_counter()
                 for _ in range(steps):
@@ -364,7 +371,7 @@ def autoreset_table(server: Server, n: int, args: argparse.Namespace) -> None:
     mode("SameStep")()
     runs = repeated(args.repeats, {"NEXT_STEP": mode("NextStep"), "SAME_STEP": mode("SameStep")})
     print(
-        f"\n| autoreset (N={n}, episodes of {length} steps, {steps} vector steps) | transitions/s "
+        f"\n| autoreset (N={n}, episodes of {length - 1}-{length + 1} steps, {steps} vector steps) | transitions/s "
         f"| transitions |\n|---|---:|---:|"
     )
     for name, rs in runs.items():
