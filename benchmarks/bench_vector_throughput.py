@@ -215,7 +215,7 @@ def async_runner(server: Server, n: int, steps: int, fixed: int | None) -> Run:
         finally:
             await counter.inner.aclose()
 
-    return asyncio.run(play())
+    return run_sync(play())  # on the loop the envs' own steps run on, like every contender
 
 
 def direct(
@@ -252,7 +252,7 @@ def direct(
         await backend.aclose()
         return Run(elapsed, tokens)
 
-    return asyncio.run(fire())
+    return run_sync(fire())  # on the loop the envs' own steps run on, like every contender
 
 
 # --------------------------------------------------------------------------------------- statistics
