@@ -36,6 +36,7 @@ __all__ = [
     "Policy",
     "RandomPolicy",
     "aplay_episodes",
+    "aplay_on_envs",
     "collect_episodes",
     "group_advantages",
     "is_simulated",
@@ -240,8 +241,7 @@ async def aplay_episodes(
     queue = deque(enumerate(jobs))
     results: list[Episode | None] = [None] * len(jobs)
     if not lockstep:
-        await _play_unsynchronised(envs.envs, queue, policy, results, on_finish)
-        return [e for e in results if e is not None]
+        return await aplay_on_envs(envs.envs, jobs, policy, on_finish=on_finish)
     running: list[tuple[int, Episode, dict[str, Any]] | None] = [None] * n
 
     async def start(i: int) -> None:
@@ -287,6 +287,33 @@ async def aplay_episodes(
     return [e for e in results if e is not None]
 
 
+async def aplay_on_envs(
+    envs: Sequence[Any],
+    jobs: Sequence[EpisodeJob],
+    policy: AsyncPolicy,
+    *,
+    on_finish: Callable[[int, Episode], None] | None = None,
+) -> list[Episode]:
+    """Play every job to its end on single envs, ``len(envs)`` at a time; return them in job order.
+
+    For ids without a concurrent vector env (the real wrappers) and for :func:`aplay_episodes`
+    without lock-step: each env plays its jobs one after another, at its own pace. An env with an
+    ``astep`` coroutine (the simulated envs) is stepped on the event loop; any other env's ``step``
+    (a real engine may drive a game process or a browser) runs in a thread. A failure cancels the
+    other episodes and raises.
+    """
+    queue = deque(enumerate(jobs))
+    results: list[Episode | None] = [None] * len(jobs)
+    await _play_unsynchronised(envs, queue, policy, results, on_finish)
+    return [e for e in results if e is not None]
+
+
+async def _step(env: Any, action: str) -> tuple[Any, ...]:
+    if hasattr(env, "astep"):
+        return tuple(await env.astep(action))
+    return tuple(await asyncio.to_thread(env.step, action))
+
+
 async def _play_unsynchronised(
     sub_envs: Sequence[Any],
     queue: deque[tuple[int, EpisodeJob]],
@@ -294,7 +321,7 @@ async def _play_unsynchronised(
     results: list[Episode | None],
     on_finish: Callable[[int, Episode], None] | None,
 ) -> None:
-    """:func:`aplay_episodes` without lock-step: one task per sub-env, each pulling jobs from ``queue``."""
+    """One task per env, each pulling jobs from ``queue`` (see :func:`aplay_on_envs`)."""
 
     async def slot(env: Any) -> None:
         while queue:
@@ -304,7 +331,7 @@ async def _play_unsynchronised(
             episode = _start(obs, info)
             while True:
                 action = str(await policy(k, obs, info))
-                obs, reward, terminated, truncated, info = await env.astep(action)
+                obs, reward, terminated, truncated, info = await _step(env, action)
                 episode.actions.append(action)
                 episode.rewards.append(float(reward))
                 episode.observations.append(obs)

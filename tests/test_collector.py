@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import string
 from collections.abc import Sequence
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -205,3 +207,46 @@ def test_simulated_groups_step_one_vector_env_with_batched_retrieval() -> None:
     batch = collect_groups("DreamGym/TextWorld-v0", TASKS, Always(), 2, env_kwargs=env_kwargs)
     assert len(batch) == 4 and all(t.truncated and t.num_turns == 3 for t in batch.trajectories)
     assert calls == {"retrieve_many": 3, "retrieve": 0}  # 3 vector steps of 4 episodes each
+
+
+class KeyRoom(gym.Env):
+    """A real-style env (no ``astep``, no vector entry point): taking the key wins, looking loses."""
+
+    observation_space = gym.spaces.Text(100, charset=string.printable)
+    action_space = gym.spaces.Text(100, charset=string.printable)
+
+    def _info(self, success: bool = False) -> dict:
+        actions = ["take key", "look", "inventory"]
+        return {"task": self.task.instruction, "task_id": self.task.task_id, "admissible_actions": actions,
+                "success": success}  # fmt: skip
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.task, self.steps = (options or {})["task"], 0
+        return "A room with a chest.", self._info()
+
+    def step(self, action):
+        self.steps += 1
+        won, lost = action == "take key", action == "look"
+        return f"You did: {action}.", float(won), won or lost, self.steps >= 4, self._info(won)
+
+
+def test_group_rollouts_on_an_env_without_a_vector_entry_point_play_every_episode_in_threads():
+    env_id = "TestKeyRoom-Real-v0"
+    if env_id not in gym.registry:
+        gym.register(env_id, entry_point=KeyRoom)
+    assert gym.spec(env_id).vector_entry_point is None
+    batch = collect_groups(
+        env_id,
+        TASKS,
+        RandomChoicePolicy(0),
+        group_size=3,
+        max_concurrency=2,
+        seed=0,
+        reset_options=lambda task: {"task": task},
+    )
+    assert len(batch) == 6 and [len(g) for g in batch.groups] == [3, 3]
+    for trajectory in batch.trajectories:
+        last = trajectory.messages[-1]["content"]
+        assert trajectory.success == (last == "take key") and trajectory.reward == float(last == "take key")
+        assert trajectory.terminated or trajectory.truncated

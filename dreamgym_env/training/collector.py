@@ -36,6 +36,7 @@ from dreamgym_env.rollout import (
     Episode,
     EpisodeJob,
     aplay_episodes,
+    aplay_on_envs,
     group_advantages,
     is_simulated,
 )
@@ -561,60 +562,23 @@ async def _play_on_envs(
 ) -> list[Trajectory]:
     """Ids without a concurrent vector env (real wrappers): one env per slot, stepped in a thread."""
     envs = [gym.make(env_id, **kwargs) for _ in range(slots)]
-    results: list[Trajectory | None] = [None] * len(episodes)
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for k in range(len(episodes)):
-        queue.put_nowait(k)
-    bar = _progress_bar(len(episodes)) if progress else None
+    jobs = [EpisodeJob(seed + k, reset_options(task)) for k, (task, _) in enumerate(episodes)]
+    bar = _progress_bar(len(jobs)) if progress else None
 
-    async def worker(env: Any) -> None:
-        while not queue.empty():
-            k = queue.get_nowait()
-            task, group_id = episodes[k]
-            episode = await _play_one(env, k, chats, seed + k, reset_options(task))
-            results[k] = chats.trajectory(k, episode, task, group_id)
-            if bar is not None:
-                bar.update(1)
+    async def policy(k: int, observation: str, info: dict[str, Any]) -> str:
+        return await chats.act(k, envs[0], observation, info)
 
-    running = [asyncio.ensure_future(worker(env)) for env in envs]
     try:
-        await asyncio.gather(*running)
-    except BaseException:
-        # One failed episode (server down, env error) stops the others before their envs are closed.
-        for future in running:
-            future.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
-        raise
+        played = await aplay_on_envs(
+            envs, jobs, policy, on_finish=(lambda k, e: bar.update(1)) if bar is not None else None
+        )
     finally:
         if bar is not None:
             bar.close()
         await chats.aclose()
         for env in envs:
             await asyncio.to_thread(env.close)
-    return [t for t in results if t is not None]
-
-
-async def _play_one(env: Any, k: int, chats: _Chats, seed: int, options: dict[str, Any]) -> Episode:
-    # Real engines' resets and steps may start or drive a game process: keep them off the event loop.
-    obs, info = await asyncio.to_thread(env.reset, seed=seed, options=options)
-    episode = Episode(
-        task=str(info.get("task", "")),
-        task_id=str(info.get("task_id", "")),
-        episode_id=str(info.get("episode_id", "")),
-        observations=[obs],
-        source=str(info.get("source", "")),
-    )
-    while True:
-        action = await chats.act(k, env, obs, info)
-        obs, reward, terminated, truncated, info = await asyncio.to_thread(env.step, action)
-        episode.actions.append(action)
-        episode.rewards.append(float(reward))
-        episode.observations.append(obs)
-        if terminated or truncated:
-            break
-    episode.success = bool(info.get("success", False))
-    episode.terminated, episode.truncated = bool(terminated), bool(truncated)
-    return episode
+    return [chats.trajectory(k, e, *episodes[k]) for k, e in enumerate(played)]
 
 
 def _progress_bar(total: int) -> Any:
