@@ -21,6 +21,7 @@ FALLBACK_ACTIONS = {
     "DreamGym/ALFWorld-v0": "look",
     "DreamGym/WebArena-v0": "click('1')",
     "DreamGym/TextWorld-v0": "look",
+    "DreamGym/MiniWoB-v0": "click('1')",
 }
 # Caps that keep the smoke model's answers short and always closable within max_tokens.
 SMALL = dict(

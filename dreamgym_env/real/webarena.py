@@ -103,6 +103,42 @@ def browsergym_obs_to_state(
     )
 
 
+class _PlaywrightUsers:
+    """Stops BrowserGym's process-wide Playwright once the last of our envs that used it is closed.
+
+    BrowserGym starts one sync Playwright per process and never stops it; while it runs, the thread
+    that started it has a running event loop, so ``asyncio.run`` (and every library that calls it)
+    fails there. A Playwright that something else started is left alone.
+    """
+
+    def __init__(self) -> None:
+        self._users: set[int] = set()
+        self._owned = False
+
+    def acquire(self, env: object) -> None:
+        import browsergym.core as core
+
+        if not self._users and core._PLAYWRIGHT is None:
+            self._owned = True
+        self._users.add(id(env))
+
+    def release(self, env: object) -> None:
+        if id(env) not in self._users:
+            return
+        self._users.discard(id(env))
+        if self._users or not self._owned:
+            return
+        import browsergym.core as core
+
+        playwright, self._owned = core._PLAYWRIGHT, False
+        if playwright is not None:
+            core._set_global_playwright(None)
+            playwright.stop()
+
+
+_playwright_users = _PlaywrightUsers()
+
+
 class BrowserGymEnvBase(RealTextEnv):
     """What every BrowserGym wrapper shares: Chromium's launch, the page mapping, stepping and closing.
 
@@ -164,7 +200,8 @@ class BrowserGymEnvBase(RealTextEnv):
             from browsergym.core.env import BrowserEnv
         except ImportError as e:
             raise DependencyNotInstalled("browsergym-core", "real", self.domain.env_id + " (real)") from e
-        self._real_close()
+        self._close_browser()
+        _playwright_users.acquire(self)
         self._browser = BrowserEnv(
             task_entrypoint=entrypoint,
             task_kwargs=task_kwargs,
@@ -198,10 +235,14 @@ class BrowserGymEnvBase(RealTextEnv):
             last_action_error=error,
         )
 
-    def _real_close(self) -> None:
+    def _close_browser(self) -> None:
         if self._browser is not None:
             self._browser.close()
             self._browser = None
+
+    def _real_close(self) -> None:
+        self._close_browser()
+        _playwright_users.release(self)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
