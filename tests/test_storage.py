@@ -187,3 +187,28 @@ def test_the_curriculum_command_reads_a_pool_by_url(postgres_url, capsys):
     assert main(["curriculum", "stats", postgres_url, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["pool_size"] == 1 and ":**********@" in report["path"]
+
+
+def test_a_schema_setup_chosen_as_a_deadlock_victim_is_run_again(postgres_url):
+    """Creating the tables while another process writes can deadlock; PostgreSQL aborts one side."""
+    import psycopg
+
+    from dreamgym_env.storage.postgres import PostgresPool
+
+    pool = PostgresPool(postgres_url, what="task pool", lock_table="pool_probe", timeout_s=10)
+    tries = []
+
+    def create(conn):
+        tries.append(1)
+        conn.execute("CREATE TABLE IF NOT EXISTS pool_probe (id BIGINT)")
+        if len(tries) < 3:
+            raise psycopg.errors.DeadlockDetected("deadlock detected")
+
+    try:
+        pool.run_setup(1234, create)
+        assert len(tries) == 3
+        with pytest.raises(psycopg.errors.DeadlockDetected):
+            tries.clear()
+            pool.run_setup(1234, create, attempts=2)
+    finally:
+        pool.close()

@@ -92,12 +92,15 @@ class PostgresTransitionStore(SQLTransitionStore):
         self.path = self._db.location
         self._counter_lock = threading.Lock()
         self._own_commits = 0
+
+        def create(conn: Any) -> None:
+            for statement in self.dialect.schema():
+                conn.execute(statement)
+            for statement in _SEED_META:
+                conn.execute(statement, (str(SCHEMA_VERSION),) if "%s" in statement else None)
+
         try:
-            with self._db.setup(_SETUP_LOCK) as conn:
-                for statement in self.dialect.schema():
-                    conn.execute(statement)
-                for statement in _SEED_META:
-                    conn.execute(statement, (str(SCHEMA_VERSION),) if "%s" in statement else None)
+            self._db.run_setup(_SETUP_LOCK, create)
         except Exception as e:
             self._db.close()
             raise self._db.error("cannot create the tables of", e) from e

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -150,6 +151,28 @@ class PostgresPool:
         with self._pool.connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
             yield conn
+
+    def run_setup(self, lock_key: int, body: Callable[[Any], None], attempts: int = 5) -> None:
+        """Run ``body(conn)`` in :meth:`setup`'s transaction, again if PostgreSQL chose it as a deadlock victim.
+
+        Creating tables and indexes takes locks that another process's writes (which lock the store's
+        tables in their own order) can hold the other way round; PostgreSQL then aborts one side. The
+        schema statements are idempotent, so the aborted setup is simply run again, up to ``attempts``.
+        """
+        import psycopg
+
+        for attempt in range(attempts):
+            try:
+                with self.setup(lock_key) as conn:
+                    body(conn)
+                return
+            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+                if attempt == attempts - 1:
+                    raise
+                logger.info(
+                    "Schema setup of the %s at %s was a deadlock victim; retrying", self.what, self.location
+                )
+                time.sleep(0.05 * 2**attempt)
 
     def error(self, action: str, e: BaseException) -> StoreError:
         """A :class:`StoreError` for a failed ``action``, with the location redacted."""

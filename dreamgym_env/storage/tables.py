@@ -167,10 +167,13 @@ class PostgresTables:
 
     def setup(self, lock_key: int, statements: Sequence[str]) -> None:
         """Run the schema statements once, serialised across processes."""
+
+        def create(conn: Any) -> None:
+            for statement in statements:
+                conn.execute(statement)
+
         try:
-            with self._db.setup(lock_key) as conn:
-                for statement in statements:
-                    conn.execute(statement)
+            self._db.run_setup(lock_key, create)
         except Exception as e:
             raise self._db.error("cannot create the tables of", e) from e
 
