@@ -5,6 +5,7 @@ import logging
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -205,10 +206,31 @@ def test_a_schema_setup_chosen_as_a_deadlock_victim_is_run_again(postgres_url):
             raise psycopg.errors.DeadlockDetected("deadlock detected")
 
     try:
-        pool.run_setup(1234, create)
+        pool.run_setup(1234, create, meta_table="pool_probe_meta")
         assert len(tries) == 3
         with pytest.raises(psycopg.errors.DeadlockDetected):
             tries.clear()
-            pool.run_setup(1234, create, attempts=2)
+            pool.run_setup(1234, create, meta_table="pool_probe_meta", attempts=2)
     finally:
         pool.close()
+
+
+def test_opening_a_store_whose_schema_exists_takes_no_lock_a_writer_holds(postgres_url):
+    """A second process opening the pool or buffer while another writes must not run DDL against it.
+
+    ``CREATE INDEX IF NOT EXISTS`` locks its table even when the index exists, which deadlocked with
+    a writer holding the writer lock; with the schema in place, opening runs no DDL at all.
+    """
+    with TaskPool(postgres_url) as pool, ReplayBuffer.open(postgres_url) as buffer:
+        opened: list[str] = []
+
+        def open_both() -> None:
+            with TaskPool(postgres_url, 5) as again, ReplayBuffer.open(postgres_url, busy_timeout_s=5) as b:
+                opened.append(f"{len(again)} {len(b)}")
+
+        with pool._db._db.write(), buffer.store._db.write():  # both writer locks held, as by a writer
+            opener = threading.Thread(target=open_both)
+            opener.start()
+            opener.join(timeout=30)
+            assert not opener.is_alive(), "opening a store with its schema in place waited on a writer's lock"
+        assert opened == ["0 0"]

@@ -100,7 +100,7 @@ class PostgresTransitionStore(SQLTransitionStore):
                 conn.execute(statement, (str(SCHEMA_VERSION),) if "%s" in statement else None)
 
         try:
-            self._db.run_setup(_SETUP_LOCK, create)
+            self._db.run_setup(_SETUP_LOCK, create, meta_table="buffer_meta")
         except Exception as e:
             self._db.close()
             raise self._db.error("cannot create the tables of", e) from e

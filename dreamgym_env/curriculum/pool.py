@@ -194,7 +194,7 @@ class TaskPool:
         ]
         try:
             if isinstance(self._db, PostgresTables):
-                self._db.setup(_PG_SETUP_LOCK, statements)
+                self._db.setup(_PG_SETUP_LOCK, statements, meta_table="curriculum_meta")
             else:
                 with self._db.write() as tx:
                     for statement in statements:

@@ -152,19 +152,33 @@ class PostgresPool:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
             yield conn
 
-    def run_setup(self, lock_key: int, body: Callable[[Any], None], attempts: int = 5) -> None:
-        """Run ``body(conn)`` in :meth:`setup`'s transaction, again if PostgreSQL chose it as a deadlock victim.
+    def run_setup(
+        self, lock_key: int, body: Callable[[Any], None], *, meta_table: str, attempts: int = 5
+    ) -> None:
+        """Create the schema with ``body(conn)`` unless ``meta_table`` already records its version.
 
-        Creating tables and indexes takes locks that another process's writes (which lock the store's
-        tables in their own order) can hold the other way round; PostgreSQL then aborts one side. The
-        schema statements are idempotent, so the aborted setup is simply run again, up to ``attempts``.
+        Creating an index takes a ``SHARE`` lock on its table even when the index exists, and another
+        process's writes (which lock the store's tables in their own order) can hold locks the other
+        way round; PostgreSQL then aborts one side, possibly the writer. So a store whose schema is in
+        place runs no DDL at all: the version row in ``meta_table`` is looked up first, and again under
+        the advisory lock, so the processes queued behind the first creator skip too. A setup chosen
+        as a deadlock victim is run again (its statements are idempotent), up to ``attempts``.
         """
         import psycopg
 
+        def exists(conn: Any) -> bool:
+            if conn.execute("SELECT to_regclass(%s)", (meta_table,)).fetchone()[0] is None:
+                return False
+            return conn.execute(f"SELECT 1 FROM {meta_table} WHERE key = 'schema_version'").fetchone() is not None
+
+        with self.connection() as conn:
+            if exists(conn):
+                return
         for attempt in range(attempts):
             try:
                 with self.setup(lock_key) as conn:
-                    body(conn)
+                    if not exists(conn):
+                        body(conn)
                 return
             except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
                 if attempt == attempts - 1:

@@ -165,15 +165,15 @@ class PostgresTables:
                 raise self._db.error("cannot write to", e) from e
             raise
 
-    def setup(self, lock_key: int, statements: Sequence[str]) -> None:
-        """Run the schema statements once, serialised across processes."""
+    def setup(self, lock_key: int, statements: Sequence[str], *, meta_table: str) -> None:
+        """Run the schema statements once, serialised across processes; skipped once ``meta_table`` has a version."""
 
         def create(conn: Any) -> None:
             for statement in statements:
                 conn.execute(statement)
 
         try:
-            self._db.run_setup(lock_key, create)
+            self._db.run_setup(lock_key, create, meta_table=meta_table)
         except Exception as e:
             raise self._db.error("cannot create the tables of", e) from e
 
