@@ -169,7 +169,10 @@ class PostgresPool:
         def exists(conn: Any) -> bool:
             if conn.execute("SELECT to_regclass(%s)", (meta_table,)).fetchone()[0] is None:
                 return False
-            return conn.execute(f"SELECT 1 FROM {meta_table} WHERE key = 'schema_version'").fetchone() is not None
+            return (
+                conn.execute(f"SELECT 1 FROM {meta_table} WHERE key = 'schema_version'").fetchone()
+                is not None
+            )
 
         with self.connection() as conn:
             if exists(conn):
