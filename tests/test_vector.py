@@ -1,5 +1,4 @@
 import asyncio
-import time
 
 import numpy as np
 import pytest
@@ -50,13 +49,38 @@ def test_same_step_autoreset_reports_final_obs():
     assert obs[0].startswith("Room")
 
 
+class Peak(ScriptedBackend):
+    """The scripted model, counting the most requests it had in flight at once.
+
+    Each request waits (up to ``gather_s``) until ``expected`` are in flight, so requests sent together
+    are seen together however slowly the machine builds them, while requests sent one after another
+    never overlap (serial sending would take ``expected`` x ``gather_s`` and peak at 1).
+    """
+
+    def __init__(self, expected: int, gather_s: float = 5.0) -> None:
+        super().__init__()
+        self.expected, self.gather_s = expected, gather_s
+        self.in_flight = self.peak = 0
+
+    async def acomplete(self, request):
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.gather_s
+            while self.in_flight < self.expected and loop.time() < deadline:
+                await asyncio.sleep(0.001)
+            return await super().acomplete(request)
+        finally:
+            self.in_flight -= 1
+
+
 def test_requests_are_concurrent():
-    latency = 0.2
-    envs = DreamGymVectorEnv(ToyDomain(), num_envs=16, backend=ScriptedBackend(latency_s=latency))
+    backend = Peak(expected=16)
+    envs = DreamGymVectorEnv(ToyDomain(), num_envs=16, backend=backend)
     envs.reset(seed=0)
-    start = time.perf_counter()
     envs.step(["go[1]"] * 16)
-    assert time.perf_counter() - start < 4 * latency  # serial would take 16 x latency
+    assert backend.peak == 16 and backend.requests_received == 16  # serial sending peaks at 1
 
 
 def test_groups_share_a_task():
