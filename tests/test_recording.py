@@ -142,14 +142,27 @@ def test_repeated_identical_requests_replay_in_order(tmp_path):
     assert [c.occurrence for c in read_recording(path)] == [0, 1, 2]
 
 
+class SlowEcho(ScriptedBackend):
+    """:func:`echo`, reporting every answer as 30 s in coming (without waiting for it)."""
+
+    def __init__(self) -> None:
+        super().__init__(echo_prompt)
+
+    async def acomplete(self, req):
+        completion = await super().acomplete(req)
+        completion.latency_s = 30.0
+        return completion
+
+
 def test_latency_is_measured_unless_restored(tmp_path):
     path = tmp_path / "run.sqlite"
-    recorded = run_sync(record(echo(latency_s=0.2), path).acomplete(request()))
-    assert recorded.latency_s == pytest.approx(0.2)
+    recorded = run_sync(record(SlowEcho(), path).acomplete(request()))
+    assert recorded.latency_s == pytest.approx(30.0)
     fast = run_sync(replay(path).acomplete(request()))
-    assert fast.latency_s < 0.1 and fast.extra["recording"]["recorded_latency_s"] == pytest.approx(0.2)
+    # The replay's own time: a lookup in a small file, far from the recorded 30 s on any machine.
+    assert fast.latency_s < 10.0 and fast.extra["recording"]["recorded_latency_s"] == pytest.approx(30.0)
     restored = run_sync(RecordingBackend(None, path, "replay", restore_latency=True).acomplete(request()))
-    assert restored.latency_s == pytest.approx(0.2)
+    assert restored.latency_s == pytest.approx(30.0)
     assert fast.text == restored.text == recorded.text
 
 
