@@ -225,8 +225,19 @@ def test_startup_crash_reports_log_tail(tmp_path):
     assert _gone(int(child.read_text()))  # the orphaned engine process was killed with its group
 
 
-def test_startup_timeout_kills_the_process_group(tmp_path):
+def test_startup_timeout_kills_the_process_group(tmp_path, monkeypatch):
     server, child = _fake_server(tmp_path, "hang", startup_timeout=1.5)
+    # The first health check waits until the fake has started its engine child (a slow machine may take
+    # longer than the timeout to start Python), so the timeout always finds a group to kill.
+    healthy = server._healthy
+
+    def started_then_unhealthy() -> bool:
+        deadline = time.monotonic() + 120
+        while not (child.exists() and child.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return healthy()
+
+    monkeypatch.setattr(server, "_healthy", started_then_unhealthy)
     with pytest.raises(ServerStartError, match="within 2 s") as excinfo:
         server.start()
     assert "fake server starting" in excinfo.value.log_tail
