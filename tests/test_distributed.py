@@ -6,6 +6,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def ray_local():
     ray = pytest.importorskip("ray")
+    if ray.is_initialized():  # another module's cluster: start a fresh local one
+        ray.shutdown()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     yield ray
     ray.shutdown()

@@ -105,7 +105,7 @@ def test_aplay_episodes_without_lockstep_lets_fast_episodes_pass_a_slow_one():
     class HeldBackend(Backend):
         async def acomplete(self, request):
             if request.query.task.task_id == "toy-1":
-                await asyncio.wait_for(others_done.wait(), timeout=5)
+                await asyncio.wait_for(others_done.wait(), timeout=60)  # under lock-step they never finish
             return Completion(text=echo_world(request).model_dump_json())
 
     def on_finish(k, episode):
