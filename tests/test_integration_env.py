@@ -3,6 +3,7 @@
 import os
 import statistics
 import time
+import uuid
 
 import gymnasium as gym
 import pytest
@@ -104,10 +105,19 @@ def test_seeded_greedy_episodes_repeat(make_env):
     smoke model says) or that hits ``max_steps`` is followed by ``reset()``, whose next task comes from
     the env's seeded RNG. The raw answer shows in the compared fields (reasoning, admissible actions,
     completion tokens, or the parse error under ``fail_state``), so differing answers fail the test.
+    Each run salts the server's prefix cache with a fresh ``cache_salt``, so both start from the same
+    (empty) cache, whatever earlier tests sent: a prompt prefilled from cached blocks is computed in
+    other chunks than a cold one, and greedy decoding of a tiny model can follow the difference.
     """
 
     def run():
-        env = make_env("DreamGym/ALFWorld-v0", temperature=0.0, max_steps=2, on_invalid_output="fail_state")
+        env = make_env(
+            "DreamGym/ALFWorld-v0",
+            temperature=0.0,
+            max_steps=2,
+            on_invalid_output="fail_state",
+            extra_body={"cache_salt": uuid.uuid4().hex},
+        )
         obs, info = env.reset(seed=7)
         trace = [obs]
         for _ in range(3):
@@ -164,12 +174,14 @@ def test_server_killed_mid_episode(smoke_model_dir):
 
     server = VLLMServer(smoke_model_dir, served_model_name="doomed", max_model_len=4096).start()
     try:
+        # SMALL's 60 s timeout: a fresh server's first answer (grammar compilation included) can take
+        # seconds on a busy machine.
         env = gym.make(
             "DreamGym/ALFWorld-v0",
             base_url=server.base_url,
             model="doomed",
             on_invalid_output="fail_state",
-            **{**SMALL, "timeout": 5.0, "max_retries": 1},
+            **{**SMALL, "max_retries": 1},
         )
         env.reset(seed=0)
         env.step("look")  # the server answers
@@ -178,7 +190,8 @@ def test_server_killed_mid_episode(smoke_model_dir):
         with pytest.raises(ServerUnreachableError, match=server.base_url.split("/v1")[0]):
             env.step("inventory")
         elapsed = time.perf_counter() - start
-        assert elapsed < 5.0 * 2 + 5.0, f"took {elapsed:.1f}s, beyond timeout x attempts"
+        # Nothing listens on the port any more: refused connections end the step long before one timeout.
+        assert elapsed < 30.0, f"took {elapsed:.1f}s: the dead server was waited for, not refused"
     finally:
         server.stop()
 
