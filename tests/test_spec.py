@@ -367,6 +367,7 @@ def test_spec_domain_against_vllm_server(vllm_server, tmp_path):
         backend=dreamgym_env.record(live, tmp_path / "run.sqlite"),
         max_steps=2,
         parse_retries=3,
+        on_invalid_output="fail_state",  # what the smoke model writes is noise; the prompts are the point
         top_k=2,
         **SMALL,
     )
