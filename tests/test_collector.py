@@ -165,7 +165,9 @@ def test_unreachable_policy_endpoint_is_blamed_on_the_server() -> None:
 @pytest.mark.integration
 def test_served_policy_plays_simulated_groups(vllm_server) -> None:  # type: ignore[no-untyped-def]
     """The smoke model is both the experience model and the policy; the policy answers are constrained."""
-    policy = ChatPolicy(vllm_server.base_url, vllm_server.model, temperature=1.0, max_tokens=16)
+    # The choice grammar admits any tokenisation of an action, down to one character per token: 64
+    # tokens let every listed action (under 30 characters here) end, however the model splits it.
+    policy = ChatPolicy(vllm_server.base_url, vllm_server.model, temperature=1.0, max_tokens=64)
     env_kwargs = {
         "base_url": vllm_server.base_url,
         "model": vllm_server.model,
