@@ -204,16 +204,37 @@ def _fake_server(tmp_path: Path, mode: str, **kwargs) -> tuple[VLLMServer, Path]
     return VLLMServer("m", python=script, env=env, **kwargs), child_pid_file
 
 
-def _gone(pid: int, *, group: bool = False, within: float = 10.0) -> bool:
-    """Whether the process (or every process of the group) has ended, waiting a little for reaping."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+def _running(pid: int, *, group: bool) -> bool:
+    """Whether the process (or any process of the group) runs; a zombie has ended.
+
+    The killed server's children are orphans: init reaps them when it gets to it (on some machines
+    seconds later, in some containers never), so an unreaped zombie must not count as a survivor.
+    """
+    proc = Path("/proc")
+    if not proc.is_dir():
         try:
             os.killpg(pid, 0) if group else os.kill(pid, 0)
         except ProcessLookupError:
+            return False
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()  # after "pid (comm)": state ppid pgrp
+        except OSError:  # ended while we looked
+            continue
+        if (int(fields[2]) == pid if group else int(stat.parent.name) == pid) and fields[0] not in "ZX":
             return True
-        time.sleep(0.05)
     return False
+
+
+def _gone(pid: int, *, group: bool = False, within: float = 30.0) -> bool:
+    """Whether the process (or every process of the group) has ended, waiting for the kill to land."""
+    deadline = time.monotonic() + within
+    while _running(pid, group=group):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def test_startup_crash_reports_log_tail(tmp_path):
