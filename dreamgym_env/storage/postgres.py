@@ -65,7 +65,10 @@ class PostgresPool:
     """A psycopg connection pool for one store, opened and checked up front.
 
     Connections are in autocommit mode; writes go through :meth:`write`, which opens a transaction
-    and takes the store's writer lock.
+    and takes the store's writer lock. Each connection is checked (an empty query, one round trip)
+    before the pool hands it out: a connection the server has closed since (a restart,
+    ``pg_terminate_backend``, ``idle_session_timeout``) is replaced by a fresh one instead of failing
+    the next read or write. A connection lost in the middle of a call still fails that call.
 
     Args:
         url: ``postgresql://user:password@host:port/dbname`` (any libpq URL or parameter string).
@@ -104,7 +107,27 @@ class PostgresPool:
             timeout=timeout_s,
             open=True,
             name=f"dreamgym {what}",
+            check=self._check,
         )
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        """The pool's check of a connection it is about to hand out; raises if the server closed it.
+
+        One closed connection usually means every idle one is closed (the server restarted, or
+        ``idle_session_timeout`` ended them all), and the pool waits a second, then two, then four
+        between failed checks. So a failed check tests the rest of the idle connections at once
+        (``ConnectionPool.check``), and the pool replaces them all without waiting.
+        """
+        from psycopg_pool import ConnectionPool
+
+        try:
+            ConnectionPool.check_connection(conn)
+        except Exception:
+            logger.info(
+                "A pooled connection to the %s at %s was closed by the server", self.what, self.location
+            )
+            self._pool.check()
+            raise
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
