@@ -13,14 +13,15 @@ import http.server
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from dreamgym_env.domains.miniwob import MiniWoBDomain, miniwob_display_urls, miniwob_task
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.base import RealReset
-from dreamgym_env.real.webarena import DEFAULT_CHROMIUM_FLAGS, BrowserGymEnvBase
+from dreamgym_env.real.miniwob_policies import SOLVED_TASKS
+from dreamgym_env.real.webarena import BrowserGymEnvBase
 from dreamgym_env.types import Task
 
 __all__ = [
@@ -32,16 +33,10 @@ __all__ = [
     "serve_miniwob",
 ]
 
-DEFAULT_MINIWOB_TASKS: tuple[str, ...] = (
-    "click-button",
-    "click-link",
-    "click-checkboxes",
-    "enter-text",
-    "focus-text",
-    "login-user",
-    "choose-list",
-)
-"""The tasks an env plays when given none: single-page forms with a clear reward."""
+DEFAULT_MINIWOB_TASKS: tuple[str, ...] = SOLVED_TASKS[:7]
+"""The tasks an env plays when given none: the first seven of
+:data:`~dreamgym_env.real.miniwob_policies.SOLVED_TASKS` (single-page forms with a clear reward, each
+solved by a scripted solution from the observation alone)."""
 
 _SERVERS: dict[str, http.server.ThreadingHTTPServer] = {}
 _SERVERS_LOCK = threading.Lock()
@@ -113,8 +108,9 @@ class MiniWoBRealEnv(BrowserGymEnvBase):
     ``task``: one MiniWoB task name, or ``tasks``: names or MiniWoB :class:`Task` objects (their
     ``metadata["seed"]`` is the page seed) drawn at reset (default :data:`DEFAULT_MINIWOB_TASKS`).
     ``base_url``: where the pages are (default: a loopback server, :func:`serve_miniwob`).
-    Chromium, mapping and recording (``record_dir``) arguments as
-    :class:`~dreamgym_env.real.webarena.BrowserGymRealEnv`.
+    Browser keywords (``executable_path``, ``chromium_flags``, ``headless``, ``visible_only``,
+    ``state_mapper``, ``browser_kwargs``: :class:`~dreamgym_env.real.browser.BrowserOptions`) and
+    recording (``record_dir``) as :class:`~dreamgym_env.real.webarena.BrowserGymRealEnv`.
     Reset options: ``{"task": "click-button" or Task, "page_seed": int}`` (the page seed is otherwise
     drawn from the env's RNG).
 
@@ -130,24 +126,9 @@ class MiniWoBRealEnv(BrowserGymEnvBase):
         *,
         task: str | None = None,
         base_url: str | None = None,
-        executable_path: str | None = "/usr/bin/chromium",
-        chromium_flags: Sequence[str] = DEFAULT_CHROMIUM_FLAGS,
-        headless: bool = True,
-        visible_only: bool = False,
-        state_mapper: Callable[[dict[str, Any]], str] | None = None,
-        browser_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(
-            MiniWoBDomain(),
-            executable_path=executable_path,
-            chromium_flags=chromium_flags,
-            headless=headless,
-            visible_only=visible_only,
-            state_mapper=state_mapper,
-            browser_kwargs=browser_kwargs,
-            **kwargs,
-        )
+        super().__init__(MiniWoBDomain(), **kwargs)
         if task is not None and tasks is not None:
             raise DreamGymError("Give task='name' or tasks=[...], not both.")
         self.tasks: list[str | Task] = [task] if task is not None else list(tasks or DEFAULT_MINIWOB_TASKS)

@@ -118,6 +118,7 @@ def _plan(utterance: str, state: str, task: str) -> list[str]:
 
 
 SOLVED_TASKS: tuple[str, ...] = (
+    # the first seven are the real env's default tasks (dreamgym_env.real.miniwob.DEFAULT_MINIWOB_TASKS)
     "click-button",
     "click-link",
     "click-checkboxes",
@@ -131,6 +132,7 @@ SOLVED_TASKS: tuple[str, ...] = (
     "click-test-2",
     "focus-text-2",
 )
+"""The MiniWoB tasks :func:`solution` solves from the first page, in the order they were solved."""
 
 
 def solution(task: str, utterance: str, first_state: str) -> list[str]:

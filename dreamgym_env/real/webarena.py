@@ -12,13 +12,9 @@ BrowserGym wrapper shares (MiniWoB's is :mod:`dreamgym_env.real.miniwob`).
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import shlex
-import tempfile
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from dreamgym_env.domains import Domain
@@ -26,66 +22,20 @@ from dreamgym_env.domains.webarena import WebArenaDomain
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.axtree import axtree_to_state
 from dreamgym_env.real.base import RealReset, RealStep, RealTextEnv
+from dreamgym_env.real.browser import DEFAULT_CHROMIUM_FLAGS, BrowserOptions, use_system_chromium
 from dreamgym_env.real.recording import EpisodeRecorder
 from dreamgym_env.types import Task
 
 __all__ = [
     "DEFAULT_CHROMIUM_FLAGS",
     "BrowserGymEnvBase",
+    "BrowserOptions",
     "BrowserGymRealEnv",
     "browsergym_obs_to_state",
     "use_system_chromium",
 ]
 
-DEFAULT_CHROMIUM_FLAGS: tuple[str, ...] = (
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-)
-"""Flags that keep a headless Chromium from calling home (added to Playwright's own)."""
-
 _FINAL = re.compile(r"\s*(send_msg_to_user|report_infeasible)\(")
-
-
-def use_system_chromium(executable: str, flags: Sequence[str] = DEFAULT_CHROMIUM_FLAGS) -> Path:
-    """Make Playwright launch a system Chromium (e.g. Debian's) with ``flags``, for every browser it starts.
-
-    BrowserGym pins a Playwright whose own browser build must be downloaded, and it launches a second
-    browser (its chat window) without an ``executable_path``. This writes a launcher script that runs
-    ``executable`` with ``flags`` into a Playwright browsers folder, in the place Playwright looks for
-    its Chromium build, and points ``PLAYWRIGHT_BROWSERS_PATH`` there (unless already set), before
-    Playwright starts.
-
-    Returns:
-        The launcher script, to pass as ``executable_path`` too.
-
-    Raises:
-        DreamGymError: ``executable`` does not exist.
-    """
-    if not os.path.exists(executable):
-        raise DreamGymError(
-            f"Chromium not found at {executable}; install it (Debian: apt-get install chromium) or pass "
-            "executable_path=None to use Playwright's own browser download."
-        )
-    import playwright
-
-    browsers = Path(playwright.__file__).parent / "driver" / "package" / "browsers.json"
-    revision = next(
-        b["revision"] for b in json.loads(browsers.read_text())["browsers"] if b["name"] == "chromium"
-    )
-    root = Path(
-        os.environ.get("PLAYWRIGHT_BROWSERS_PATH")
-        or Path(tempfile.gettempdir()) / f"dreamgym-playwright-{os.getuid()}"
-    )
-    os.environ.setdefault("PLAYWRIGHT_BROWSERS_PATH", str(root))
-    launcher = root / f"chromium-{revision}" / "chrome-linux" / "chrome"
-    script = "#!/bin/sh\nexec " + " ".join(shlex.quote(a) for a in [executable, *flags]) + ' "$@"\n'
-    if not launcher.exists() or launcher.read_text() != script:
-        launcher.parent.mkdir(parents=True, exist_ok=True)
-        launcher.write_text(script)
-        launcher.chmod(0o755)
-    return launcher
 
 
 def browsergym_obs_to_state(
@@ -142,6 +92,10 @@ _playwright_users = _PlaywrightUsers()
 class BrowserGymEnvBase(RealTextEnv):
     """What every BrowserGym wrapper shares: Chromium's launch, the page mapping, stepping and closing.
 
+    Subclasses take their task keywords and pass the rest here: the browser keywords become
+    :attr:`browser_options` (:class:`~dreamgym_env.real.browser.BrowserOptions`, their one
+    definition), so every wrapper accepts and checks the same ones.
+
     Subclasses implement :meth:`_real_reset` (which task, then :meth:`_open`); a step sends the action
     to BrowserGym as is, and an action it cannot execute leaves the page and puts BrowserGym's message
     in ``info["last_action_error"]``.
@@ -154,26 +108,23 @@ class BrowserGymEnvBase(RealTextEnv):
         self,
         domain: Domain,
         *,
-        executable_path: str | None = "/usr/bin/chromium",
-        chromium_flags: Sequence[str] = DEFAULT_CHROMIUM_FLAGS,
-        headless: bool = True,
-        visible_only: bool = False,
-        state_mapper: Callable[[dict[str, Any]], str] | None = None,
-        browser_kwargs: dict[str, Any] | None = None,
         record_dir: str | os.PathLike[str] | None = None,
         record_screenshots: bool = False,
         **kwargs: Any,
     ) -> None:
+        """Take the browser keywords (:class:`~dreamgym_env.real.browser.BrowserOptions`) out of ``kwargs``.
+
+        The rest (``max_steps``, ``max_state_chars``, ``render_mode``...) go to
+        :class:`~dreamgym_env.real.base.RealTextEnv`, which refuses unknown ones.
+
+        Raises:
+            ConfigError: A browser keyword of the wrong type.
+        """
+        self.browser_options = BrowserOptions.take(kwargs)
         super().__init__(domain, **kwargs)
         self.record_dir = record_dir
         self.record_screenshots = record_screenshots
         self._recorder: EpisodeRecorder | None = None
-        self.executable_path = executable_path
-        self.chromium_flags = list(chromium_flags)
-        self.headless = headless
-        self.visible_only = visible_only
-        self.state_mapper = state_mapper
-        self.browser_kwargs = dict(browser_kwargs or {})
         self._browser: Any = None
         self._last_obs: dict[str, Any] = {}
 
@@ -184,15 +135,11 @@ class BrowserGymEnvBase(RealTextEnv):
 
     def _map(self, obs: dict[str, Any]) -> str:
         self._last_obs = obs
-        if self.state_mapper is not None:
-            return self.state_mapper(obs)
-        return browsergym_obs_to_state(obs, visible_only=self.visible_only, skip_generic=self.skip_generic)
-
-    def _launch_kwargs(self) -> dict[str, Any]:
-        launch: dict[str, Any] = {"chromium_sandbox": False}
-        if self.executable_path:
-            launch["executable_path"] = str(use_system_chromium(self.executable_path, self.chromium_flags))
-        return launch
+        if self.browser_options.state_mapper is not None:
+            return self.browser_options.state_mapper(obs)
+        return browsergym_obs_to_state(
+            obs, visible_only=self.browser_options.visible_only, skip_generic=self.skip_generic
+        )
 
     def _open(self, entrypoint: Any, task_kwargs: dict[str, Any], seed: int) -> dict[str, Any]:
         """Start BrowserGym's task ``entrypoint(seed=seed, **task_kwargs)`` in a fresh browser."""
@@ -203,11 +150,7 @@ class BrowserGymEnvBase(RealTextEnv):
         self._close_browser()
         _playwright_users.acquire(self)
         self._browser = BrowserEnv(
-            task_entrypoint=entrypoint,
-            task_kwargs=task_kwargs,
-            headless=self.headless,
-            pw_chromium_kwargs=self._launch_kwargs(),
-            **self.browser_kwargs,
+            task_entrypoint=entrypoint, task_kwargs=task_kwargs, **self.browser_options.browser_env_kwargs()
         )
         obs, _ = self._browser.reset(seed=seed)
         return dict(obs)
@@ -278,11 +221,12 @@ class BrowserGymRealEnv(BrowserGymEnvBase):
     ## Arguments
     ``tasks``: WebArena :class:`Task` objects (``metadata["start_url"]``) drawn at reset;
     ``start_url``/``goal``: a single open-ended task; ``task_entrypoint``/``task_kwargs``: any
-    BrowserGym task class instead. ``executable_path``: the Chromium to launch (default
-    ``/usr/bin/chromium``, Debian's; ``None`` uses Playwright's download). ``chromium_flags``: extra
-    flags (:data:`DEFAULT_CHROMIUM_FLAGS`). ``state_mapper``: BrowserGym observation dict -> state
-    (default: the rule-based mapping). ``browser_kwargs``: more ``BrowserEnv`` arguments.
-    ``record_dir``: write each episode there as an AgentLab-style folder
+    BrowserGym task class instead. Browser keywords, validated by
+    :class:`~dreamgym_env.real.browser.BrowserOptions`: ``executable_path`` (the Chromium to launch;
+    default ``/usr/bin/chromium``, Debian's; ``None`` uses Playwright's download), ``chromium_flags``
+    (:data:`DEFAULT_CHROMIUM_FLAGS`), ``headless``, ``visible_only``, ``state_mapper`` (BrowserGym
+    observation dict -> state; default the rule-based mapping) and ``browser_kwargs`` (more
+    ``BrowserEnv`` arguments, e.g. Playwright's ``timeout`` in ms). ``record_dir``: write each episode there as an AgentLab-style folder
     (:mod:`~dreamgym_env.real.recording`; ``dreamgym buffer import --format browsergym`` reads it).
     Reset options: ``{"task": Task}`` or ``{"start_url": ..., "goal": ...}``.
     """
@@ -296,25 +240,10 @@ class BrowserGymRealEnv(BrowserGymEnvBase):
         task_entrypoint: Any = None,
         task_kwargs: dict[str, Any] | None = None,
         site_urls: dict[str, str] | None = None,
-        executable_path: str | None = "/usr/bin/chromium",
-        chromium_flags: Sequence[str] = DEFAULT_CHROMIUM_FLAGS,
-        headless: bool = True,
-        visible_only: bool = False,
-        state_mapper: Callable[[dict[str, Any]], str] | None = None,
-        browser_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         domain = WebArenaDomain(site_urls)
-        super().__init__(
-            domain,
-            executable_path=executable_path,
-            chromium_flags=chromium_flags,
-            headless=headless,
-            visible_only=visible_only,
-            state_mapper=state_mapper,
-            browser_kwargs=browser_kwargs,
-            **kwargs,
-        )
+        super().__init__(domain, **kwargs)
         self.webarena = domain
         self.tasks = list(tasks or [])
         self.start_url = start_url
