@@ -306,8 +306,23 @@ class HNSWIndex:
             self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids.astype(np.int64))
 
     def remove(self, ids: np.ndarray) -> None:
-        """Tombstone ids."""
-        self._dead.update(ids.tolist())
+        """Tombstone the ids the graph holds; others are ignored, as the other indexes ignore them.
+
+        A buffer also hears of evictions of rows it never indexed (another process added and evicted
+        them between two catch-ups, or before a restored snapshot was built). Tombstoning those would
+        undercount the shard, and past zero make ``len()`` raise.
+        """
+        for i in ids.tolist():
+            if i not in self._dead and self._holds(i):
+                self._dead.add(i)
+
+    def _holds(self, i: int) -> bool:
+        """Whether id ``i`` is in the graph (the id map's reverse lookup, which raises when it is not)."""
+        try:
+            self._index.reconstruct(i)
+        except RuntimeError:
+            return False
+        return True
 
     def all_ids(self) -> np.ndarray:
         """Every id in the graph, tombstoned or not."""
