@@ -4,9 +4,9 @@ Starts the smoke model on vLLM's CPU build (or uses ``--base-url``), plays ALFWo
 at a time, and splits each step into the server round trip (``info["timing"]["model_s"]``) and
 everything else (prompt building, retrieval, parsing, bookkeeping, the event-loop hop).
 
-Only steps the model answered in one attempt are split: ``model_s`` is the round trip of the answer
-that was used, so a step whose first answers were unusable (``info["attempts"] > 1``, retried) would
-count the earlier round trips as time outside the server. Those steps are counted on their own line.
+Only steps the model answered in one attempt are split; a step whose first answers were unusable
+(``info["attempts"] > 1``, retried) is mostly extra round trips (``model_s`` adds them all up), so
+those steps are counted on their own line.
 
     python benchmarks/bench_step_latency.py [--steps 60] [--fixed-answer-chars 48] [--base-url URL --model NAME]
 

@@ -191,13 +191,12 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
 
 def _timing_info(prediction: Prediction, retrieve_s: float, total_s: float) -> dict[str, Any]:
     completion = prediction.completion
-    model_s = completion.latency_s if completion else 0.0
     return {
         "usage": completion.usage() if completion else {},
         "attempts": prediction.attempts,
         "timing": {
             "total_s": total_s,
-            "model_s": model_s,
+            "model_s": prediction.model_s,
             "retrieve_s": retrieve_s,
             "build_s": prediction.build_s,
             "parse_s": prediction.parse_s,

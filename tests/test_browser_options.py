@@ -85,3 +85,20 @@ def test_default_miniwob_tasks_are_solved_tasks() -> None:
     """The real env's default tasks come from the solved list, so a default task always has a solution."""
     assert set(DEFAULT_MINIWOB_TASKS) <= set(SOLVED_TASKS) and len(DEFAULT_MINIWOB_TASKS) == 7
     assert MiniWoBRealEnv().tasks == list(DEFAULT_MINIWOB_TASKS)
+
+
+def test_the_chromium_launcher_is_replaced_whole_and_runs(tmp_path, monkeypatch):
+    """The launcher is written aside and renamed in, so a browser starting meanwhile never runs half a script."""
+    import os
+    import subprocess
+
+    from dreamgym_env.real.browser import use_system_chromium
+
+    monkeypatch.setenv("PLAYWRIGHT_BROWSERS_PATH", str(tmp_path))
+    first = use_system_chromium("/bin/echo", ["--one"])
+    inode = first.stat().st_ino
+    again = use_system_chromium("/bin/echo", ["--two", "it's"])
+    assert again == first and first.stat().st_ino != inode  # a new file took the old one's place
+    assert os.access(first, os.X_OK)
+    assert subprocess.run([str(first), "x"], capture_output=True, text=True).stdout == "--two it's x\n"
+    assert sorted(p.name for p in first.parent.iterdir()) == ["chrome"]  # no staging file left behind

@@ -112,6 +112,15 @@ def test_unparsable_output_retry_recovers():
     assert obs == "Room 3." and info["attempts"] == 2
 
 
+def test_model_time_adds_up_every_attempt():
+    """A step asked again reports the backend time of both attempts, not only the last one's."""
+    good = ExperienceOutput(reasoning="ok", next_state="Room 3.", done=False, success=False)
+    env = make(backend=ScriptedBackend(["garbage", good], latency_s=0.05), parse_retries=1)
+    env.reset(seed=0)
+    *_, info = env.step("go[3]")
+    assert info["attempts"] == 2 and info["timing"]["model_s"] == pytest.approx(0.10)
+
+
 def test_fail_state_policy_keeps_state():
     env = make(backend=ScriptedBackend(["x", "y"]), parse_retries=1, on_invalid_output="fail_state")
     obs0, _ = env.reset(seed=0)

@@ -35,6 +35,9 @@ class Prediction:
         error: Why the last attempt was rejected, if it was.
         build_s: Seconds spent building the prompt (client-side overhead).
         parse_s: Seconds spent validating answers (client-side overhead).
+        model_s: Seconds the backend took over every attempt (each completion's reported latency;
+            the wall time of an attempt that raised :class:`InvalidResponseError`), so a step that
+            was asked again does not hide its earlier round trips.
     """
 
     output: ExperienceOutput | None
@@ -43,6 +46,7 @@ class Prediction:
     error: str | None = None
     build_s: float = 0.0
     parse_s: float = 0.0
+    model_s: float = 0.0
 
 
 class ExperienceModel:
@@ -128,23 +132,26 @@ class ExperienceModel:
             task, history, demonstrations, state, action, admissible_actions, seed, episode_id
         )
         build_s = time.perf_counter() - start
-        parse_s = 0.0
+        parse_s = model_s = 0.0
         completion: Completion | None = None
         error = ""
         attempts = self.config.parse_retries + 1
         for attempt in range(attempts):
             if attempt and request.seed is not None:
                 request = replace(request, seed=request.seed + attempt)
+            start = time.perf_counter()
             try:
                 completion = await self.backend.acomplete(request)
             except InvalidResponseError as e:  # answered, but not with a completion: as unparsable
                 completion, output, error = None, None, str(e)
+                model_s += time.perf_counter() - start
             else:
+                model_s += completion.latency_s
                 start = time.perf_counter()
                 output, error = _parse(completion, self.config)
                 parse_s += time.perf_counter() - start
             if output is not None:
-                return Prediction(output, completion, attempt + 1, None, build_s, parse_s)
+                return Prediction(output, completion, attempt + 1, None, build_s, parse_s, model_s)
             if attempt + 1 < attempts:
                 logger.warning(
                     "Unparsable transition from %s (attempt %d of %d): %s; asking again",
@@ -167,7 +174,7 @@ class ExperienceModel:
             attempts,
             error,
         )
-        return Prediction(None, completion, attempts, error, build_s, parse_s)
+        return Prediction(None, completion, attempts, error, build_s, parse_s, model_s)
 
 
 def _strip_controls(value: object) -> object:

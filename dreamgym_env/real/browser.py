@@ -69,9 +69,13 @@ def use_system_chromium(executable: str, flags: Sequence[str] = DEFAULT_CHROMIUM
     launcher = root / f"chromium-{revision}" / "chrome-linux" / "chrome"
     script = "#!/bin/sh\nexec " + " ".join(shlex.quote(a) for a in [executable, *flags]) + ' "$@"\n'
     if not launcher.exists() or launcher.read_text() != script:
+        # Written aside and renamed into place: another process may launch this path at any moment.
         launcher.parent.mkdir(parents=True, exist_ok=True)
-        launcher.write_text(script)
-        launcher.chmod(0o755)
+        fd, staging = tempfile.mkstemp(dir=launcher.parent, prefix=".chrome-")
+        with os.fdopen(fd, "w") as f:
+            f.write(script)
+        os.chmod(staging, 0o755)
+        os.replace(staging, launcher)
     return launcher
 
 
