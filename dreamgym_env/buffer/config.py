@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = ["BufferConfig", "EmbedderConfig", "IndexConfig", "StorePolicy"]
 
@@ -71,9 +72,16 @@ class IndexConfig(BaseModel):
         hnsw_m: HNSW graph degree.
         ef_construction: HNSW build-time beam width.
         ef_search: HNSW query-time beam width.
+        hnsw_compact_ratio: Rebuild an HNSW shard from its live vectors once its tombstones (evicted
+            ids, which an HNSW graph cannot delete) outnumber its live vectors this many times; 1.0 by
+            default: once the dead outnumber the live. Every search asks the graph for ``k`` plus all
+            tombstones, so they slow it as they pile up (measured: 20,000 vectors of which 19,000 dead,
+            2.4 ms a query against 0.11 ms compacted). A rebuild costs about as much as building the
+            live rows once, and comes only after ``ratio`` evictions per live row, so its cost per
+            eviction stays bounded. ``None``: never compact.
         retrain_growth: Retrain an IVF index once its domain has grown this many times past the size it
             was trained on, so its cells keep fitting the data.
-        background_retrain: Retrain on a background thread (default). The old index keeps serving
+        background_retrain: Retrain IVF and compact HNSW indexes on a background thread (default). The old index keeps serving
             searches and taking adds and removals meanwhile, and the new one, brought up to date, takes
             its place at the next index call; training a million vectors takes about a minute, which
             inline would stall that one step. ``False`` retrains inline, in the call that outgrew it.
@@ -100,12 +108,23 @@ class IndexConfig(BaseModel):
     hnsw_m: int = Field(default=32, ge=4)
     ef_construction: int = Field(default=80, ge=8)
     ef_search: int = Field(default=64, ge=1)
+    hnsw_compact_ratio: float | None = 1.0
     retrain_growth: float = Field(default=4.0, gt=1.0)
     background_retrain: bool = True
     min_train: int = Field(default=1_000, ge=1)
     persist: bool = True
     threads: int | None = Field(default=None, ge=1)
     query_threads: int = Field(default=1, ge=1)
+
+    @field_validator("hnsw_compact_ratio")
+    @classmethod
+    def _positive_ratio(cls, ratio: float | None) -> float | None:
+        if ratio is not None and not (math.isfinite(ratio) and ratio > 0):
+            raise ValueError(
+                "hnsw_compact_ratio must be a positive number of tombstones per live vector past which "
+                f"an HNSW shard is rebuilt (e.g. 1.0, the default), or None to never compact; got {ratio!r}"
+            )
+        return ratio
 
 
 class BufferConfig(BaseModel):

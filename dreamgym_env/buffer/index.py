@@ -10,7 +10,8 @@ only when an approximate shard is built.
 Approximate shards can be written to files whose names carry the save's token (also recorded in the
 database) and the highest row id and eviction sequence they cover (the watermark); a reopened buffer
 loads those of its database's last save and adds only what was committed since. IVF shards that outgrow
-their cells are retrained on a background thread while the old cells keep serving.
+their cells are retrained, and HNSW shards whose tombstones outnumber their live vectors are rebuilt
+without them, on a background thread while the old index keeps serving.
 """
 
 from __future__ import annotations
@@ -278,7 +279,9 @@ class HNSWIndex:
     """faiss HNSW graph with inner product; removals are tombstones filtered out of the results.
 
     HNSW needs no training and grows one vector at a time, but cannot delete: evicted ids are
-    remembered and the query asks for enough extra neighbours to make up for them.
+    remembered and the query asks for enough extra neighbours to make up for them. That grows with the
+    tombstones, so :class:`ShardedIndex` rebuilds the graph from the live vectors once they outnumber
+    them (``config.hnsw_compact_ratio``).
     """
 
     kind = "hnsw"
@@ -295,9 +298,21 @@ class HNSWIndex:
         self._index = faiss.IndexIDMap2(graph)
         self._dead: set[int] = set()
         self.trained_size = 0
+        self.compact_floor = 0
+        """Tombstones the shard must pass before a compaction is tried (raised when one fails)."""
 
     def __len__(self) -> int:
-        return int(self._index.ntotal) - len(self._dead)
+        return self.graph_size - len(self._dead)
+
+    @property
+    def graph_size(self) -> int:
+        """Vectors in the graph, tombstones included: what it holds in memory and walks through."""
+        return int(self._index.ntotal)
+
+    @property
+    def tombstones(self) -> int:
+        """Evicted ids still in the graph, filtered out of every search until the graph is rebuilt."""
+        return len(self._dead)
 
     def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         """Insert vectors into the graph (small batches on one thread, like queries)."""
@@ -385,7 +400,7 @@ def _pid_alive(pid: int) -> bool:
 
 @dataclass
 class _Retrain:
-    """A shard being retrained on another thread, and what happened to the old one meanwhile."""
+    """A shard being rebuilt on another thread, and what happened to the old one meanwhile."""
 
     shard: VectorIndex
     max_id: int
@@ -398,16 +413,17 @@ class _Retrain:
 class ShardedIndex:
     """One index per domain, switching from exact to approximate search as a domain grows.
 
-    An IVF shard that has outgrown its cells is retrained on a background thread
-    (``config.background_retrain``): the old shard keeps serving and taking adds and removals, which are
-    also journaled; the next call after the training ends replays the journal into the new shard and
-    swaps it in. Calls are not thread-safe among themselves (the buffer serialises them); only the
-    training runs beside them.
+    An IVF shard that has outgrown its cells is retrained, and an HNSW shard whose tombstones outnumber
+    its live vectors (``config.hnsw_compact_ratio`` times) is rebuilt from the live ones, on a
+    background thread (``config.background_retrain``): the old shard keeps serving and taking adds and
+    removals, which are also journaled; the next call after the rebuild ends replays the journal into
+    the new shard and swaps it in. Calls are not thread-safe among themselves (the buffer serialises
+    them); only the rebuild runs beside them.
 
     Args:
         dim: Vector dimension.
         config: Index settings.
-        load_shard: Reads a domain's (ids, vectors) up to an id back from the store, for retraining.
+        load_shard: Reads a domain's (ids, vectors) up to an id back from the store, for rebuilding.
     """
 
     def __init__(self, dim: int, config: IndexConfig, load_shard: LoadShard) -> None:
@@ -454,7 +470,7 @@ class ShardedIndex:
             and job is None
             and n > shard.trained_size * self.config.retrain_growth
         ):
-            self._retrain(domain, shard)
+            self._rebuild(domain, shard)
 
     def _contents(self, domain: str, shard: VectorIndex) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(shard, ExactIndex):
@@ -476,11 +492,20 @@ class ShardedIndex:
 
     # -- retraining -------------------------------------------------------------------------------
 
-    def _retrain(self, domain: str, shard: IVFIndex) -> None:
-        """Train new cells over the rows the shard holds now (``id <= max id``), here or on a thread."""
-        max_id = self._max_id[domain]
+    def _compaction_due(self, shard: HNSWIndex) -> bool:
+        """Whether an HNSW shard's tombstones outnumber its live vectors ``hnsw_compact_ratio`` times."""
+        ratio = self.config.hnsw_compact_ratio
+        return ratio is not None and shard.tombstones > max(ratio * len(shard), shard.compact_floor)
+
+    def _rebuild(self, domain: str, shard: IVFIndex | HNSWIndex) -> None:
+        """Rebuild a shard over the rows it holds now (``id <= max id``), here or on a thread.
+
+        The store has already dropped the evicted rows, so IVF gets new cells trained on its grown
+        shard and HNSW a graph of its live vectors only.
+        """
+        kind, max_id = shard.kind, self._max_id[domain]
         if not self.config.background_retrain:
-            self.shards[domain] = self._build("ivf", *self._load_shard(domain, max_id))
+            self.shards[domain] = self._build(kind, *self._load_shard(domain, max_id))
             return
         job = self._retrains[domain] = _Retrain(shard, max_id)
 
@@ -493,21 +518,29 @@ class ShardedIndex:
                     os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
                 if self.config.threads is not None:  # OpenMP settings are per thread
                     import_faiss().omp_set_num_threads(self.config.threads)
-                job.result = self._build("ivf", *self._load_shard(domain, max_id))
+                job.result = self._build(kind, *self._load_shard(domain, max_id))
             except BaseException as e:  # reported by install_retrained, on the owner's thread
                 job.error = e
             finally:
                 job.done.set()
 
-        logger.info("Retraining the IVF index of %r (%d vectors) in the background", domain, len(shard))
-        threading.Thread(target=train, name=f"dreamgym-ivf-retrain-{domain}", daemon=True).start()
+        if isinstance(shard, HNSWIndex):
+            logger.info(
+                "Compacting the HNSW index of %r (%d live vectors, %d tombstones) in the background",
+                domain,
+                len(shard),
+                shard.tombstones,
+            )
+        else:
+            logger.info("Retraining the IVF index of %r (%d vectors) in the background", domain, len(shard))
+        threading.Thread(target=train, name=f"dreamgym-{kind}-rebuild-{domain}", daemon=True).start()
 
     def retraining(self) -> list[str]:
-        """Domains whose shard is being retrained now."""
+        """Domains whose shard is being retrained or compacted now."""
         return sorted(self._retrains)
 
     def install_retrained(self) -> None:
-        """Swap in every shard whose retrain has finished, after replaying what its old one took since."""
+        """Swap in every shard whose rebuild has finished, after replaying what its old one took since."""
         for domain, job in list(self._retrains.items()):
             if not job.done.is_set():
                 continue
@@ -515,10 +548,17 @@ class ShardedIndex:
             if self.shards.get(domain) is not job.shard:
                 continue
             if job.result is None:
-                # Keep the old cells; try again only once the shard has grown as much once more.
-                job.shard.trained_size = max(job.shard.trained_size, len(job.shard))
+                # Keep the old index; try again only once it has grown (or piled up tombstones) as much
+                # once more.
+                if isinstance(job.shard, HNSWIndex):
+                    job.shard.compact_floor = 2 * job.shard.tombstones
+                else:
+                    job.shard.trained_size = max(job.shard.trained_size, len(job.shard))
                 logger.warning(
-                    "Retraining the IVF index of %r failed (%r); keeping its old cells", domain, job.error
+                    "Rebuilding the %s index of %r failed (%r); keeping the old one",
+                    job.shard.kind,
+                    domain,
+                    job.error,
                 )
                 continue
             new = job.result
@@ -550,14 +590,17 @@ class ShardedIndex:
     # -- updates and queries ----------------------------------------------------------------------
 
     def remove(self, domain: str, ids: np.ndarray) -> None:
-        """Remove ids from a domain's shard."""
+        """Remove ids from a domain's shard, compacting an HNSW shard whose tombstones have piled up."""
         self.install_retrained()
         shard = self.shards.get(domain)
-        if shard is not None:
-            shard.remove(ids)
-            job = self._retrains.get(domain)
-            if job is not None:
-                job.journal.append((np.array(ids, dtype=np.int64), None))
+        if shard is None:
+            return
+        shard.remove(ids)
+        job = self._retrains.get(domain)
+        if job is not None:
+            job.journal.append((np.array(ids, dtype=np.int64), None))
+        elif isinstance(shard, HNSWIndex) and self._compaction_due(shard):
+            self._rebuild(domain, shard)
 
     def search(self, query: np.ndarray, k: int, domain: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (ids, scores) in one domain, or merged across all domains."""
