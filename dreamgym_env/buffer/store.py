@@ -40,7 +40,7 @@ from dreamgym_env.buffer.store_sql import (
     row_values,
 )
 from dreamgym_env.errors import StoreError
-from dreamgym_env.storage.sqlite import open_sqlite
+from dreamgym_env.storage.sqlite import open_sqlite, rollback
 from dreamgym_env.storage.urls import is_postgres_url
 from dreamgym_env.types import Transition
 
@@ -105,20 +105,32 @@ class TransitionStore(SQLTransitionStore):
                 store._conn.execute("BEGIN IMMEDIATE" if self.depth == 0 else f"SAVEPOINT tx{self.depth}")
                 store._tx_depth += 1
             except BaseException:
-                store._lock.release()
+                try:
+                    if self.depth == 0:  # an interrupted BEGIN can leave a transaction open
+                        rollback(store._conn)
+                finally:
+                    store._lock.release()
                 raise
             return store._conn
 
         def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
             store = self.store
+            conn = store._conn
             try:
                 store._tx_depth = self.depth
                 if self.depth == 0:
-                    store._conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
-                else:
                     if exc_type is not None:
-                        store._conn.execute(f"ROLLBACK TO tx{self.depth}")
-                    store._conn.execute(f"RELEASE tx{self.depth}")
+                        rollback(conn)  # SQLite may have rolled back already: keep the caller's error
+                        return
+                    try:
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        rollback(conn)  # a failed COMMIT leaves the write lock held: free it
+                        raise
+                elif conn.in_transaction:  # else SQLite rolled back the outer transaction itself
+                    if exc_type is not None:
+                        conn.execute(f"ROLLBACK TO tx{self.depth}")
+                    conn.execute(f"RELEASE tx{self.depth}")
             finally:
                 store._lock.release()
 
@@ -137,8 +149,11 @@ class TransitionStore(SQLTransitionStore):
     # -- engine hooks -------------------------------------------------------------------------------
 
     def _rows(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+        try:
+            with self._lock:
+                return self._conn.execute(sql, params).fetchall()
+        except sqlite3.Error as e:  # a StoreError, as from the PostgreSQL store
+            raise self._error("could not read", e) from e
 
     def _error(self, action: str, e: BaseException) -> StoreError:
         return StoreError(f"{action} {self.path}: {e}")

@@ -338,7 +338,13 @@ class TaskPool:
             )
 
     def rejections(self, *, limit: int | None = None) -> list[Rejection]:
-        """Rejected candidates, newest first."""
+        """Rejected candidates, newest first; at most ``limit`` of them (``None``: all).
+
+        Raises:
+            StoreError: ``limit`` is negative (SQLite would read it as "no limit", PostgreSQL refuses it).
+        """
+        if limit is not None and int(limit) < 0:
+            raise StoreError(f"limit must be None or at least 0, got {limit!r}")
         limit_sql = f" LIMIT {int(limit)}" if limit is not None else ""
         rows = self._query(
             "SELECT stage, reason, candidate, parent_id, domain FROM curriculum_rejections "

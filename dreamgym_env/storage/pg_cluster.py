@@ -79,7 +79,18 @@ class TemporaryPostgres:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> TemporaryPostgres:
-        """Create the cluster and start the server (a few seconds)."""
+        """Create the cluster and start the server (a few seconds).
+
+        If any step fails, the directory (and the password file in it) is deleted before the error
+        is raised: ``with TemporaryPostgres()`` never reaches ``__exit__`` when ``start`` fails.
+        """
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> TemporaryPostgres:
         self.directory = Path(tempfile.mkdtemp(prefix="dreamgym-pg-"))
         data, pwfile, log = self.directory / "data", self.directory / "pw", self.directory / "server.log"
         pwfile.write_text(self.password + "\n")
@@ -110,7 +121,6 @@ class TemporaryPostgres:
             except StoreError:
                 if attempt == 2:
                     tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-                    self.stop()
                     raise StoreError(f"the PostgreSQL server did not start; its log ends:\n{tail}") from None
         return self
 

@@ -26,7 +26,7 @@ from typing import Literal
 
 from dreamgym_env.errors import StoreError
 
-__all__ = ["Synchronous", "open_sqlite", "write_transaction"]
+__all__ = ["Synchronous", "open_sqlite", "rollback", "write_transaction"]
 
 Synchronous = Literal["NORMAL", "FULL"]
 
@@ -98,13 +98,29 @@ def open_sqlite(
     return conn
 
 
+def rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if SQLite has not already done so itself.
+
+    After some errors (an interrupted or failed write, a full disk, an I/O error) SQLite rolls the
+    whole transaction back on its own; a ROLLBACK then fails with "no transaction is active", which
+    would hide the error that caused it. A failed COMMIT, on the other hand, leaves the transaction
+    open and the file's write lock held, so every other writer would wait for it until it times out.
+    """
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
 @contextmanager
 def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One write transaction: the write lock taken up front, committed whole or rolled back whole."""
+    """One write transaction: the write lock taken up front, committed whole or rolled back whole.
+
+    A COMMIT that fails (a deferred constraint, a full disk) rolls the transaction back before its
+    error is raised, so the connection and the file's write lock are free again.
+    """
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        rollback(conn)
         raise
-    conn.execute("COMMIT")
