@@ -275,9 +275,9 @@ class ReplayBuffer:
             ShardedIndex.prune(directory, keep=written)
 
     def wait_for_index(self, timeout: float | None = None) -> bool:
-        """Wait for background index retraining to finish and swap the new shards in.
+        """Wait for background index retraining (IVF) and compaction (HNSW) to finish, and swap them in.
 
-        Searches never wait for a retrain (the old shard serves until the new one is ready); this is
+        Searches never wait for a rebuild (the old shard serves until the new one is ready); this is
         for tests, benchmarks and a clean snapshot. Returns ``False`` if ``timeout`` ran out first.
         """
         finished = self.index.join(timeout)
