@@ -140,6 +140,33 @@ def test_a_background_compaction_keeps_rows_added_and_evicted_meanwhile() -> Non
     assert (index.shards["a"].graph_size, index.shards["a"].tombstones) == (137, 0)
 
 
+def test_a_failed_compaction_keeps_the_old_graph_and_waits_for_twice_the_tombstones(caplog) -> None:
+    store = Store(700)
+    store.live = set(range(1, 601))
+    calls = []
+
+    def load_shard(domain: str, max_id: int) -> tuple[np.ndarray, np.ndarray]:
+        calls.append(max_id)
+        if len(calls) == 1:
+            raise OSError("disk gone")
+        return store.load_shard(domain, max_id)
+
+    index = ShardedIndex(DIM, IndexConfig(**HNSW), load_shard)
+    index.add("a", *store.rows(store.live))
+    old = index.shards["a"]
+    store.evict(index, range(1, 302))  # 301 tombstones > 299 live: the rebuild starts, and fails
+    assert index.wait_for_retrain(timeout=30)
+    assert calls == [600] and index.shards["a"] is old and "disk gone" in caplog.text
+    store.evict(index, range(302, 590))  # 589 tombstones, 11 live: not past twice the failed 301
+    assert calls == [600] and index.retraining() == []
+    assert index.search(store.vectors[599], 1, "a")[0].tolist() == [600]
+    store.live.update(range(601, 701))
+    index.add("a", *store.rows(range(601, 701)))
+    store.evict(index, range(590, 605))  # 604 tombstones > 602: tried again
+    assert index.wait_for_retrain(timeout=30) and calls == [600, 700]
+    assert (index.shards["a"].graph_size, index.shards["a"].tombstones) == (96, 0)
+
+
 def _tr(i: int) -> Transition:
     return Transition(
         domain="webshop", task_id="t", task="buy", episode_id=f"e{i}", step=0,
