@@ -173,7 +173,7 @@ class EpisodeEnv(gym.Env[str, str]):
         render_mode: str | None = None,
     ) -> None:
         self.domain = get_domain(domain)
-        self.max_steps = max_steps or self.domain.max_steps
+        self.max_steps = max_steps if max_steps is not None else self.domain.max_steps
         if self.max_steps < 1:
             raise DreamGymError(f"max_steps must be at least 1, got {self.max_steps}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -229,6 +229,7 @@ class EpisodeEnv(gym.Env[str, str]):
         reset: its outcome (reward 0, no success) is reported now, so the curriculum counts it.
         """
         if not self._ended and self._step > 0:
+            self._ended = True  # reported once, even if starting the next episode fails below
             self._episode_ended(0.0, False)
         super().reset(seed=seed)
         start = self._begin(dict(options or {}))

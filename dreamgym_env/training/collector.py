@@ -524,29 +524,35 @@ async def _play_on_vector(
     progress: bool,
 ) -> list[Trajectory]:
     """Simulated ids: every episode on one vector env, through its public async step."""
-    vec = gym.make_vec(
-        env_id,
-        num_envs=slots,
-        vectorization_mode="vector_entry_point",
-        autoreset_mode=AutoresetMode.DISABLED,
-        **kwargs,
-    )
     domain = get_domain(gym.spec(env_id).kwargs["domain"])
     jobs = [EpisodeJob(seed + k, reset_options(task)) for k, (task, _) in enumerate(episodes)]
-    bar = _progress_bar(len(jobs)) if progress else None
 
     async def policy(k: int, observation: str, info: dict[str, Any]) -> str:
         return await chats.act(k, domain, observation, info)
 
+    bar = None
     try:
-        played = await aplay_episodes(
-            vec.unwrapped, jobs, policy, on_finish=(lambda k, e: bar.update(1)) if bar is not None else None
+        vec = gym.make_vec(
+            env_id,
+            num_envs=slots,
+            vectorization_mode="vector_entry_point",
+            autoreset_mode=AutoresetMode.DISABLED,
+            **kwargs,
         )
+        try:
+            bar = _progress_bar(len(jobs)) if progress else None
+            played = await aplay_episodes(
+                vec.unwrapped,
+                jobs,
+                policy,
+                on_finish=(lambda k, e: bar.update(1)) if bar is not None else None,
+            )
+        finally:
+            if bar is not None:
+                bar.close()
+            await asyncio.to_thread(vec.close)
     finally:
-        if bar is not None:
-            bar.close()
         await chats.aclose()
-        await asyncio.to_thread(vec.close)
     return [chats.trajectory(k, e, *episodes[k]) for k, e in enumerate(played)]
 
 
@@ -561,14 +567,17 @@ async def _play_on_envs(
     progress: bool,
 ) -> list[Trajectory]:
     """Ids without a concurrent vector env (real wrappers): one env per slot, stepped in a thread."""
-    envs = [gym.make(env_id, **kwargs) for _ in range(slots)]
     jobs = [EpisodeJob(seed + k, reset_options(task)) for k, (task, _) in enumerate(episodes)]
-    bar = _progress_bar(len(jobs)) if progress else None
+    envs: list[gym.Env[Any, Any]] = []
 
     async def policy(k: int, observation: str, info: dict[str, Any]) -> str:
         return await chats.act(k, envs[0], observation, info)
 
-    try:
+    bar = None
+    try:  # every env made so far is closed, also when making a later one fails (a game that won't start)
+        for _ in range(slots):
+            envs.append(gym.make(env_id, **kwargs))
+        bar = _progress_bar(len(jobs)) if progress else None
         played = await aplay_on_envs(
             envs, jobs, policy, on_finish=(lambda k, e: bar.update(1)) if bar is not None else None
         )

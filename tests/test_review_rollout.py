@@ -1,0 +1,167 @@
+"""Failure paths of rollouts: cancelled vector steps, envs made before a failure, failed resets."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+from dreamgym_env import DreamGymEnv, DreamGymVectorEnv, ScriptedBackend
+from dreamgym_env.episode import EpisodeEnv
+from dreamgym_env.errors import DreamGymError
+from dreamgym_env.training.collector import collect_groups
+from dreamgym_env.types import Task
+from tests._toy import ToyDomain
+
+TASK = Task(task_id="toy-1", domain="toy", instruction="Reach room 1")
+
+
+class Held(ScriptedBackend):
+    """The scripted world, except that every request waits until it is cancelled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_flight = 0
+        self.cancelled = 0
+
+    async def acomplete(self, request):
+        self.in_flight += 1
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        finally:
+            self.in_flight -= 1
+
+
+def test_a_cancelled_vector_step_cancels_its_requests_and_leaves_the_envs_as_they_were():
+    backend = Held()
+    envs = DreamGymVectorEnv(ToyDomain(), num_envs=4, backend=backend)
+    envs.reset(seed=1)
+    rng_before = [env.np_random.bit_generator.state for env in envs.envs]
+
+    async def main() -> int:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(envs.astep(["go[1]"] * 4), 0.2)
+        return backend.in_flight  # read before the loop ends (which would cancel leftovers itself)
+
+    assert asyncio.run(main()) == 0
+    assert backend.cancelled == 4
+    assert all(env.history == [] for env in envs.envs)
+    assert [env.np_random.bit_generator.state for env in envs.envs] == rng_before
+
+
+class _Policy:
+    async def act(self, messages: Sequence[dict[str, str]], admissible_actions: Sequence[str]) -> str:
+        return "stop"
+
+
+@pytest.mark.parametrize("failing", ["reset_options", "progress_bar"])
+def test_collect_groups_leaves_no_vector_env_open_when_setting_up_fails(monkeypatch, failing):
+    made, closed = [], []
+    init, close_extras = DreamGymVectorEnv.__init__, DreamGymVectorEnv.close_extras
+
+    def counted_init(self: DreamGymVectorEnv, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    def counted_close(self: DreamGymVectorEnv, **kwargs: Any) -> None:
+        closed.append(self)
+        close_extras(self, **kwargs)
+
+    monkeypatch.setattr(DreamGymVectorEnv, "__init__", counted_init)
+    monkeypatch.setattr(DreamGymVectorEnv, "close_extras", counted_close)
+
+    def broken(*args: Any) -> Any:
+        raise ValueError(f"{failing} failed")
+
+    if failing == "progress_bar":  # e.g. tqdm missing
+        monkeypatch.setattr("dreamgym_env.training.collector._progress_bar", broken)
+    with pytest.raises(ValueError, match=f"{failing} failed"):
+        collect_groups(
+            "DreamGym/TextWorld-v0",
+            [TASK],
+            _Policy(),
+            2,
+            env_kwargs={"backend": ScriptedBackend()},
+            progress=True,
+            **({"reset_options": broken} if failing == "reset_options" else {}),
+        )
+    assert made == closed
+
+
+class _CountedEnv(DreamGymEnv):
+    made: list[_CountedEnv] = []
+    fail_at = 2
+
+    def __init__(self, **kwargs: Any) -> None:
+        if len(_CountedEnv.made) == _CountedEnv.fail_at:
+            raise DreamGymError("the third game process did not start")
+        super().__init__(ToyDomain(), backend=ScriptedBackend(), **kwargs)
+        self.closed = False
+        _CountedEnv.made.append(self)
+
+    def close(self) -> None:
+        self.closed = True
+        super().close()
+
+
+def test_collect_groups_closes_the_envs_it_made_when_a_later_one_fails():
+    env_id = "ReviewToy/NoVector-v0"  # no vector entry point: one env per slot, like the real wrappers
+    gym.register(env_id, entry_point=_CountedEnv, disable_env_checker=True)
+    _CountedEnv.made = []
+    try:
+        with pytest.raises(DreamGymError, match="did not start"):
+            collect_groups(env_id, [TASK], _Policy(), 4, max_concurrency=4)
+        assert len(_CountedEnv.made) == 2 and all(env.closed for env in _CountedEnv.made)
+    finally:
+        gym.registry.pop(env_id, None)
+
+
+# ---------------------------------------------------------------- the episode core
+class _Outcomes(DreamGymEnv):
+    """The toy world, counting reported outcomes; a reset fails while ``fail_begin`` is set."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(ToyDomain(), backend=ScriptedBackend(), **kwargs)
+        self.outcomes: list[tuple[float, bool]] = []
+        self.fail_begin = False
+
+    def _begin(self, options):
+        if self.fail_begin:
+            raise DreamGymError("the world could not start")
+        return super()._begin(options)
+
+    def _episode_ended(self, reward: float, success: bool) -> None:
+        self.outcomes.append((reward, success))
+
+
+def test_an_episode_cut_short_is_reported_once_even_if_the_next_reset_fails():
+    env = _Outcomes()
+    env.reset(seed=0)
+    env.step("go[1]")
+    env.fail_begin = True
+    with pytest.raises(DreamGymError, match="could not start"):
+        env.reset()
+    env.fail_begin = False
+    env.reset()
+    assert env.outcomes == [(0.0, False)]
+
+
+class _RealLike(EpisodeEnv):
+    """An episode env as the real wrappers build it: ``max_steps`` goes straight to :class:`EpisodeEnv`."""
+
+    source = "real"
+
+    def _begin(self, options):  # pragma: no cover - never reached
+        raise AssertionError
+
+
+def test_max_steps_zero_is_refused_like_any_step_limit_below_one():
+    with pytest.raises(DreamGymError, match="max_steps must be at least 1"):
+        _RealLike(ToyDomain(), max_steps=0)
+    assert _RealLike(ToyDomain()).max_steps == ToyDomain.max_steps  # None: the domain's limit
