@@ -199,3 +199,15 @@ def test_a_cluster_whose_initdb_fails_leaves_no_directory_behind(tmp_path, monke
         assert cluster.directory is None
     finally:
         shutil.rmtree(bindir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- where a location is shown
+def test_a_buffer_config_never_shows_the_password_of_its_url():
+    from dreamgym_env.buffer.config import BufferConfig
+
+    config = BufferConfig(path="postgresql://u:s3cret@db:5432/runs", k=3)
+    shown = [repr(config), str(config), f"{config!r}"]
+    assert all("s3cret" not in text for text in shown)
+    assert all("postgresql://u:**********@db:5432/runs" in text for text in shown)
+    assert config.path == "postgresql://u:s3cret@db:5432/runs"  # the store still gets the real URL
+    assert "k=3" in repr(config)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from collections.abc import Iterator
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from dreamgym_env.storage.urls import redact
 
 __all__ = ["BufferConfig", "EmbedderConfig", "IndexConfig", "StorePolicy"]
 
@@ -163,3 +166,8 @@ class BufferConfig(BaseModel):
     k: int = Field(default=4, ge=1)
     busy_timeout_s: float = Field(default=30.0, gt=0)
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        """``repr``/``str`` show ``path`` as :func:`~dreamgym_env.storage.redact` does (no URL password)."""
+        for name, value in super().__repr_args__():
+            yield name, redact(value) if name == "path" and isinstance(value, str) else value
