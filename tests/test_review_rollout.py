@@ -165,3 +165,40 @@ def test_max_steps_zero_is_refused_like_any_step_limit_below_one():
     with pytest.raises(DreamGymError, match="max_steps must be at least 1"):
         _RealLike(ToyDomain(), max_steps=0)
     assert _RealLike(ToyDomain()).max_steps == ToyDomain.max_steps  # None: the domain's limit
+
+
+# ---------------------------------------------------------------- the served policy
+def _chat_answer(body: dict, client_port: int) -> dict:
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body["model"],
+        "choices": [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "go[1]"}}
+        ],
+    }
+
+
+def test_a_chat_policy_answers_from_each_event_loop_it_is_called_in():
+    """``asyncio.run`` twice (a script, a notebook cell each): the second call gets its own client."""
+    from dreamgym_env.training.collector import ChatPolicy
+    from tests._http import serve_json
+
+    server = serve_json(_chat_answer)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        policy = ChatPolicy(url, "m", max_retries=0, timeout_s=5)
+        messages = [{"role": "user", "content": "Room 2."}]
+        assert asyncio.run(policy.act(messages, [])) == "go[1]"
+        assert asyncio.run(policy.act(messages, [])) == "go[1]"
+
+        async def twice_then_close() -> str:
+            answer = str(await policy.act(messages, []))
+            await policy.aclose()
+            return answer
+
+        assert asyncio.run(twice_then_close()) == "go[1]"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -286,18 +287,32 @@ class ChatPolicy:
         self._timeout_s = timeout_s
         self._max_retries = max_retries
         self._client: Any = None
+        self._client_loop: Any = None  # a weak reference to the event loop the client belongs to
 
-    async def act(self, messages: Sequence[Message], admissible_actions: Sequence[str]) -> str | ActionSample:
-        """Ask the model for the next action of the conversation ``messages``."""
+    def _client_for_this_loop(self) -> Any:
+        """The HTTP client of the running event loop, made on first use in it.
+
+        An async client's connections belong to the loop that opened them: reused from another loop
+        (a second ``asyncio.run``, a new notebook cell) they fail with "Event loop is closed".
+        """
         import openai
 
-        if self._client is None:  # created lazily, inside the running event loop
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is None or self._client_loop() is not loop:
             self._client = openai.AsyncOpenAI(
                 base_url=self.base_url,
                 api_key=self._api_key,
                 timeout=self._timeout_s,
                 max_retries=self._max_retries,
             )
+            self._client_loop = weakref.ref(loop)
+        return self._client
+
+    async def act(self, messages: Sequence[Message], admissible_actions: Sequence[str]) -> str | ActionSample:
+        """Ask the model for the next action of the conversation ``messages``."""
+        import openai
+
+        client = self._client_for_this_loop()
         body: dict[str, Any] = {}
         if admissible_actions:
             body["structured_outputs"] = {"choice": list(dict.fromkeys(admissible_actions))}
@@ -307,7 +322,7 @@ class ChatPolicy:
             body["return_token_ids"] = True
         body.update(self.extra_body)
         try:
-            response = await self._client.chat.completions.create(
+            response = await client.chat.completions.create(
                 model=self.model,
                 messages=list(messages),
                 temperature=self.temperature,
@@ -330,10 +345,11 @@ class ChatPolicy:
         return _sample_from(text, response, choice)
 
     async def aclose(self) -> None:
-        """Close the HTTP client."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        """Close the HTTP client (a client of another event loop, no longer usable, is dropped)."""
+        client, loop = self._client, self._client_loop
+        self._client = self._client_loop = None
+        if client is not None and loop is not None and loop() is asyncio.get_running_loop():
+            await client.close()
 
 
 def _sample_from(text: str, response: Any, choice: Any) -> ActionSample:
