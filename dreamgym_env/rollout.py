@@ -20,7 +20,7 @@ import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -45,6 +45,8 @@ __all__ = [
 
 Policy = Callable[[str, dict[str, Any]], str]
 """Maps one sub-env's (observation, info) to an action string."""
+
+T = TypeVar("T")
 
 AsyncPolicy = Callable[[int, str, dict[str, Any]], Awaitable[str]]
 """Maps ``(job index, observation, info)`` to the next action of that episode, asynchronously."""
@@ -260,8 +262,8 @@ async def aplay_episodes(
         await start(i)
     while any(r is not None for r in running):
         live = [i for i in range(n) if running[i] is not None]
-        chosen = await asyncio.gather(
-            *(policy(r[0], r[1].observations[-1], r[2]) for r in (running[i] for i in live) if r is not None)
+        chosen = await _all_or_none(
+            [policy(r[0], r[1].observations[-1], r[2]) for r in (running[i] for i in live) if r is not None]
         )
         actions: list[str | None] = [None] * n
         for i, action in zip(live, chosen, strict=True):
@@ -285,6 +287,29 @@ async def aplay_episodes(
             if queue:
                 await start(i)
     return [e for e in results if e is not None]
+
+
+async def _all_or_none(coros: Sequence[Awaitable[T]]) -> list[T]:
+    """Every result, in order, or the first failure, raised once the others are cancelled and awaited.
+
+    The caller's cancellation cancels them too. ``asyncio.gather`` leaves the others running, and on the shared event loop nothing would stop
+    them: the policy's requests for the other episodes would go on after the rollout has failed.
+    """
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    if not tasks:
+        return []
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        pending = [t for t in tasks if not t.done()]
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+    failed = next((t for t in tasks if not t.cancelled() and t.exception() is not None), None)
+    if failed is not None:
+        raise failed.exception()  # type: ignore[misc]
+    return [t.result() for t in tasks]
 
 
 async def aplay_on_envs(

@@ -202,3 +202,40 @@ def test_a_chat_policy_answers_from_each_event_loop_it_is_called_in():
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ---------------------------------------------------------------- lock-step rollouts
+@pytest.mark.parametrize("failing", [0, 2])
+def test_a_failed_policy_call_in_lockstep_cancels_the_other_episodes_calls(failing):
+    """On the shared event loop nothing cancels leftovers for us: a failure must not leave them running."""
+    from gymnasium.vector import AutoresetMode
+
+    from dreamgym_env.rollout import EpisodeJob, aplay_episodes
+
+    envs = DreamGymVectorEnv(
+        ToyDomain(), num_envs=3, backend=ScriptedBackend(), autoreset_mode=AutoresetMode.DISABLED
+    )
+    waiting: list[int] = []
+    cancelled: list[int] = []
+
+    async def policy(k: int, observation: str, info: dict[str, Any]) -> str:
+        if k == failing:
+            await asyncio.sleep(0.05)  # the others are waiting by then
+            raise RuntimeError(f"the policy server refused job {k}")
+        waiting.append(k)
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(k)
+            raise
+        return "stop"  # pragma: no cover - never reached
+
+    async def main() -> list[int]:
+        with pytest.raises(RuntimeError, match=f"refused job {failing}"):
+            await aplay_episodes(envs, [EpisodeJob(seed=i) for i in range(3)], policy)
+        return sorted(cancelled)  # read before the loop ends (which would cancel leftovers itself)
+
+    others = sorted({0, 1, 2} - {failing})
+    assert asyncio.run(main()) == others
+    assert sorted(waiting) == others
+    envs.close()
