@@ -211,3 +211,20 @@ def test_a_buffer_config_never_shows_the_password_of_its_url():
     assert all("postgresql://u:**********@db:5432/runs" in text for text in shown)
     assert config.path == "postgresql://u:s3cret@db:5432/runs"  # the store still gets the real URL
     assert "k=3" in repr(config)
+
+
+def test_lookups_of_more_ids_than_sqlite_binds_in_one_statement_answer_as_on_postgresql(store_location):
+    """SQLite binds at most 32,766 parameters per statement; PostgreSQL takes the list as one array."""
+    from dreamgym_env.buffer.store import open_store
+
+    n = sqlite3.connect(":memory:").getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) + 1_000
+    store = open_store(store_location)
+    try:
+        ids, _ = store.insert(*_batch("e", 3))
+        wanted = [*range(10**7, 10**7 + n), *[i for i in ids if i is not None]]
+        assert sorted(store.get(wanted)) == sorted(i for i in ids if i is not None)
+        episodes = [f"none-{i}" for i in range(n)] + ["e"]
+        found = store.episode_row_ids(episodes)
+        assert len(found) == n + 1 and found["e"] == {i for i in ids if i is not None}
+    finally:
+        store.close()

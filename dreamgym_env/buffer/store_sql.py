@@ -32,6 +32,9 @@ __all__ = ["SCHEMA_VERSION", "Dialect", "SQLTransitionStore", "StoredRow", "row_
 
 SCHEMA_VERSION = 1
 
+_MAX_BOUND_VALUES = 30_000
+"""Values per ``IN (?, ...)`` list: under SQLite's default limit of 32,766 bound parameters."""
+
 FIELDS = (
     "domain, task_id, task, episode_id, step, state, action, next_state, reward, done, success, source, "
     "reasoning, timestamp, metadata"
@@ -181,6 +184,16 @@ class Dialect:
         if self.array_params:
             return f"{column} = ANY(?)", [list(values)]
         return f"{column} IN ({','.join('?' * len(values))})", list(values)
+
+    def chunks(self, values: Sequence[Any]) -> Iterator[Sequence[Any]]:
+        """``values`` in pieces small enough for one :meth:`member` condition each.
+
+        SQLite binds at most ``SQLITE_MAX_VARIABLE_NUMBER`` parameters per statement (32,766 by
+        default since SQLite 3.32); an array parameter has no such limit, so it takes them all.
+        """
+        size = len(values) if self.array_params else _MAX_BOUND_VALUES
+        for start in range(0, len(values), max(size, 1)):
+            yield values[start : start + size]
 
 
 class SQLTransitionStore(ABC):
@@ -362,11 +375,14 @@ class SQLTransitionStore(ABC):
         wanted = list(dict.fromkeys(episode_ids))
         if not wanted:
             return {}
-        condition, params = self.dialect.member("episode_id", wanted)
-        rows = self._rows(f"SELECT episode_id, id FROM {self.dialect.transitions} WHERE {condition}", params)
         found: dict[str, set[int]] = {e: set() for e in wanted}
-        for episode_id, row_id in rows:
-            found[episode_id].add(int(row_id))
+        for chunk in self.dialect.chunks(wanted):
+            condition, params = self.dialect.member("episode_id", chunk)
+            rows = self._rows(
+                f"SELECT episode_id, id FROM {self.dialect.transitions} WHERE {condition}", params
+            )
+            for episode_id, row_id in rows:
+                found[episode_id].add(int(row_id))
         return found
 
     def stats(self) -> list[tuple[str, str, int]]:
@@ -407,9 +423,13 @@ class SQLTransitionStore(ABC):
         """Fetch transitions by id, in the order of ``ids``; ids no longer stored (evicted) are absent."""
         if not ids:
             return {}
-        condition, params = self.dialect.member("id", [int(i) for i in ids])
-        rows = self._rows(f"SELECT id, {FIELDS} FROM {self.dialect.transitions} WHERE {condition}", params)
-        by_id = {int(r[0]): r for r in rows}
+        by_id: dict[int, Sequence[Any]] = {}
+        for chunk in self.dialect.chunks(list(dict.fromkeys(int(i) for i in ids))):
+            condition, params = self.dialect.member("id", chunk)
+            rows = self._rows(
+                f"SELECT id, {FIELDS} FROM {self.dialect.transitions} WHERE {condition}", params
+            )
+            by_id.update((int(r[0]), r) for r in rows)
         return {i: row_to_transition(by_id[i][1:]) for i in ids if i in by_id}
 
     def iter_transitions(
