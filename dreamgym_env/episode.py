@@ -241,7 +241,10 @@ class EpisodeEnv(gym.Env[str, str]):
         self._step = 0
         self._ended = False
         self.last_transition = None
-        return self._obs, self._info(success=False, reasoning="", last_action_error=None, **start.extra)
+        info = self._info(success=False, reasoning="", last_action_error=None, **start.extra)
+        if self.render_mode == "human":
+            self.render()
+        return self._obs, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Play one action; a failure of the world (server down) leaves the episode as it was."""

@@ -239,3 +239,13 @@ def test_a_failed_policy_call_in_lockstep_cancels_the_other_episodes_calls(faili
     assert asyncio.run(main()) == others
     assert sorted(waiting) == others
     envs.close()
+
+
+def test_human_rendering_prints_the_first_observation_too(capsys):
+    """Gymnasium's convention: a ``human`` env renders after ``reset`` as after every ``step``."""
+    env = DreamGymEnv(ToyDomain(), backend=ScriptedBackend(), render_mode="human")
+    obs, _ = env.reset(seed=0)
+    printed = capsys.readouterr().out
+    assert "Step 0" in printed and obs in printed
+    env.step("go[1]")
+    assert "Step 1" in capsys.readouterr().out
