@@ -122,7 +122,11 @@ class PostgresTransitionStore(SQLTransitionStore):
         return self._db.error(action, e)
 
     def transaction(self) -> AbstractContextManager[Any]:
-        """One transaction around several writes of this thread: all commit at the end, or none do."""
+        """One transaction around several writes of this thread: all commit at the end, or none do.
+
+        Reads inside the block (``count``, ``get``, ...) run on other pooled connections, so they see
+        committed rows only, not the block's own writes (on SQLite, one connection, they see them).
+        """
         return self._db.transaction()
 
     def _insert_rows(
