@@ -228,3 +228,39 @@ def test_lookups_of_more_ids_than_sqlite_binds_in_one_statement_answer_as_on_pos
         assert len(found) == n + 1 and found["e"] == {i for i in ids if i is not None}
     finally:
         store.close()
+
+
+def test_an_interrupted_begin_leaves_no_transaction_open(tmp_path):
+    """SQLite can open the transaction and still fail BEGIN (interrupted): the next write must not find it."""
+    conn = open_sqlite(tmp_path / "x.sqlite", what="test")
+    conn.execute("CREATE TABLE t (x)")
+    fired = []
+
+    def interrupt_once_in_transaction() -> int:
+        if fired or not conn.in_transaction:
+            return 0
+        fired.append(True)
+        return 1
+
+    conn.set_progress_handler(interrupt_once_in_transaction, 1)
+    with pytest.raises(sqlite3.OperationalError, match="interrupted"), write_transaction(conn):
+        pytest.fail("the body must not run when BEGIN failed")  # pragma: no cover
+    conn.set_progress_handler(None, 1)
+    assert fired and not conn.in_transaction
+    with write_transaction(conn):
+        conn.execute("INSERT INTO t VALUES (1)")
+    assert conn.execute("SELECT x FROM t").fetchall() == [(1,)]
+    conn.close()
+
+
+def test_write_transaction_refuses_a_connection_already_in_a_transaction(tmp_path):
+    conn = open_sqlite(tmp_path / "x.sqlite", what="test")
+    conn.execute("CREATE TABLE t (x)")
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO t VALUES (1)")
+    with pytest.raises(StoreError, match="already in a transaction"), write_transaction(conn):
+        pytest.fail("the body must not run")  # pragma: no cover
+    assert conn.in_transaction  # the caller's transaction is left alone
+    conn.execute("COMMIT")
+    assert conn.execute("SELECT x FROM t").fetchall() == [(1,)]
+    conn.close()

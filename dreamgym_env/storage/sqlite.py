@@ -115,9 +115,22 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """One write transaction: the write lock taken up front, committed whole or rolled back whole.
 
     A COMMIT that fails (a deferred constraint, a full disk) rolls the transaction back before its
-    error is raised, so the connection and the file's write lock are free again.
+    error is raised, so the connection and the file's write lock are free again; so does a BEGIN
+    that failed after opening the transaction (interrupted).
+
+    Raises:
+        StoreError: ``conn`` is already in a transaction (left untouched).
     """
-    conn.execute("BEGIN IMMEDIATE")
+    if conn.in_transaction:
+        raise StoreError(
+            "write_transaction() needs a connection with no open transaction; this one is already in a "
+            "transaction (commit or roll it back first)"
+        )
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except BaseException:
+        rollback(conn)
+        raise
     try:
         yield conn
         conn.execute("COMMIT")
