@@ -19,28 +19,13 @@ import argparse
 import time
 
 import numpy as np
+from bench_retrain_stall import transition  # the same synthetic rows (benchmarks/ is on the path)
 
 from dreamgym_env.buffer import BufferConfig, IndexConfig, ReplayBuffer
 from dreamgym_env.buffer.embedders import l2_normalize
 from dreamgym_env.buffer.index import HNSWIndex, ShardedIndex
-from dreamgym_env.types import Transition
 
 DIM = 256
-
-
-def transition(i: int) -> Transition:
-    """A synthetic WebShop-like transition, distinct for every ``i``."""
-    return Transition(
-        domain="webshop",
-        task_id="t",
-        task="buy shoes",
-        episode_id=f"e{i // 10}",
-        step=i % 10,
-        state=f"[results] item {i} shoes size {i % 13} color {i % 7} brand {i % 101}",
-        action=f"click[item {i}]",
-        next_state=f"[item] {i}",
-        source="sim",
-    )
 
 
 def search_ms(index: ShardedIndex, queries: np.ndarray) -> float:
