@@ -198,3 +198,17 @@ def test_without_verl_the_loop_names_what_to_install(monkeypatch: pytest.MonkeyP
     monkeypatch.delitem(adapter.__dict__, "DreamGymAgentLoop", raising=False)
     with pytest.raises(DependencyNotInstalled, match="verl"):
         adapter.DreamGymAgentLoop  # noqa: B018
+
+
+def test_logprobs_of_another_length_than_the_tokens_are_refused() -> None:
+    """A generator whose logprobs do not line up with its tokens would shift every later token's logprob."""
+    tok = chatml_tokenizer()
+    env = toy_envs(ScriptedBackend(room_world))()
+    policy = PlanPolicy(tok)
+
+    async def short_logprobs(prompt_ids: list[int]) -> tuple[list[int], list[float] | None]:
+        ids, logprobs = await policy(prompt_ids)
+        return ids, (logprobs or [])[:-1]
+
+    with pytest.raises(ValueError, match="token ids but .* logprobs"):
+        asyncio.run(run_episode(env, toy_envs(ScriptedBackend(room_world)).rows()[0], short_logprobs, tok))

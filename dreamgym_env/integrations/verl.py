@@ -79,6 +79,11 @@ class EpisodeTokens:
     actions: list[str] = field(default_factory=list)
 
     def _add(self, ids: Sequence[int], mask: int, logprobs: Sequence[float] | None) -> None:
+        if logprobs is not None and len(logprobs) != len(ids):
+            raise ValueError(
+                f"The generator returned {len(ids)} token ids but {len(logprobs)} logprobs; "
+                "verl needs exactly one logprob per generated token."
+            )
         self.response_ids.extend(int(t) for t in ids)
         self.response_mask.extend([mask] * len(ids))
         if self.response_logprobs is not None:
