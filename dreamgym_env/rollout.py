@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +48,8 @@ Policy = Callable[[str, dict[str, Any]], str]
 """Maps one sub-env's (observation, info) to an action string."""
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 AsyncPolicy = Callable[[int, str, dict[str, Any]], Awaitable[str]]
 """Maps ``(job index, observation, info)`` to the next action of that episode, asynchronously."""
@@ -126,7 +129,8 @@ def collect_episodes(
         policy: Called once per live sub-env per step.
         num_episodes: Episodes to collect (episodes still running at the end are dropped).
         seed: Seed for the first reset.
-        max_env_steps: Safety bound on vector steps.
+        max_env_steps: Safety bound on vector steps; reaching it returns the episodes finished so
+            far, with a warning.
     """
     if envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP) is not AutoresetMode.NEXT_STEP:
         raise ConfigError("collect_episodes needs a vector env with autoreset_mode NEXT_STEP.")
@@ -155,6 +159,13 @@ def collect_episodes(
                 episode.terminated, episode.truncated = bool(terms[i]), bool(truncs[i])
                 finished.append(episode)
         restarting = terms | truncs
+    if len(finished) < num_episodes:
+        logger.warning(
+            "collect_episodes stopped at max_env_steps=%d with %d of %d episodes finished",
+            max_env_steps,
+            len(finished),
+            num_episodes,
+        )
     return finished[:num_episodes]
 
 

@@ -21,6 +21,14 @@ def test_collect_episodes_cuts_the_stream_into_episodes():
     assert len({ep.episode_id for ep in episodes}) == 7
 
 
+def test_collect_episodes_says_when_the_step_bound_cut_it_short(caplog):
+    envs = DreamGymVectorEnv(ToyDomain(), num_envs=2, backend=ScriptedBackend())
+    with caplog.at_level("WARNING", logger="dreamgym_env.rollout"):
+        episodes = collect_episodes(envs, lambda obs, info: "go[1]", num_episodes=5, seed=0, max_env_steps=3)
+    assert len(episodes) < 5
+    assert f"max_env_steps=3 with {len(episodes)} of 5 episodes finished" in caplog.text
+
+
 def test_aplay_episodes_plays_each_job_once_and_idles_ended_sub_envs():
     import asyncio
 
