@@ -285,24 +285,48 @@ class EpisodeEnv(gym.Env[str, str]):
         if pending.rng_state is not None and self._is_current(pending):
             self.np_random.bit_generator.state = pending.rng_state
 
-    def commit(self, pending: PendingStep) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Apply a proposed step: count it, move the state, store the transition, end the episode if due."""
-        if not self._is_current(pending):
-            raise DreamGymError(
-                "This proposed step belongs to another state of the episode (it was committed or the env "
-                "was reset since); propose it again."
-            )
+    def proposed_transition(self, pending: PendingStep) -> Transition | None:
+        """The transition :meth:`commit` would store for ``pending`` (``None`` if the state stays)."""
+        self._check_current(pending)
+        outcome = pending.outcome
+        if not outcome.changed:
+            return None
+        next_state = fit_state(outcome.state, self.max_state_chars)
+        return self._transition(pending.action, outcome, next_state, float(outcome.reward))
+
+    def store_proposed(self, pending: PendingStep) -> None:
+        """Store the transition of ``pending`` before committing it (``commit(..., store=False)`` then).
+
+        A vector env stores every sub-env's transition in one batch first, so a failed write (a
+        full disk, an unreachable PostgreSQL) leaves every sub-env as it was.
+        """
+        transition = self.proposed_transition(pending)
+        if transition is not None:
+            self._store(transition)
+
+    def commit(
+        self, pending: PendingStep, *, store: bool = True
+    ) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Apply a proposed step: store the transition, count the step, move the state, end the episode if due.
+
+        The transition is stored first, so a write that fails leaves the episode (and its RNG) as it
+        was, and the same step may be played again. ``store=False`` when :meth:`store_proposed` did it.
+        """
+        transition = self.proposed_transition(pending)
+        if store and transition is not None:
+            try:
+                self._store(transition)
+            except BaseException:
+                self.discard(pending)
+                raise
         outcome, action = pending.outcome, pending.action
         self._step += 1
         reward = float(outcome.reward)
-        if outcome.changed:
-            assert self._task is not None
-            next_state = fit_state(outcome.state, self.max_state_chars)
-            self.last_transition = self._transition(action, outcome, next_state, reward)
+        if transition is not None:
+            self.last_transition = transition
             self._history.append(Step(state=self._state, action=action))
-            self._state = self._obs = next_state
+            self._state = self._obs = transition.next_state
             self._admissible = list(outcome.admissible_actions)
-            self._store(self.last_transition)
         else:
             self.last_transition = None
             error = outcome.last_action_error
@@ -392,13 +416,21 @@ class EpisodeEnv(gym.Env[str, str]):
     def _is_current(self, pending: PendingStep) -> bool:
         return not self._ended and pending.episode_id == self._episode_id and pending.step == self._step
 
+    def _check_current(self, pending: PendingStep) -> None:
+        if not self._is_current(pending):
+            raise DreamGymError(
+                "This proposed step belongs to another state of the episode (it was committed or the env "
+                "was reset since); propose it again."
+            )
+
     def _transition(self, action: str, outcome: WorldStep, next_state: str, reward: float) -> Transition:
+        """The transition of playing ``action`` from the current (not yet committed) state."""
         assert self._task is not None
         return Transition.of_step(
             self._task,
             domain=self.domain.name,
             episode_id=self._episode_id,
-            step=self._step - 1,
+            step=self._step,
             state=self._state,
             action=action,
             next_state=next_state,

@@ -217,9 +217,11 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         """Coroutine form of :meth:`step`, for callers that already run an event loop.
 
         All or nothing: every sub-env's transition is asked for first, and applied only once all have
-        answered. If one fails (server down, unparsable answer under ``on_invalid_output="raise"``),
-        the others' requests are cancelled and awaited, no sub-env advances, no transition is stored,
-        and that error is raised: call ``step`` again with the same actions once the cause is fixed.
+        answered and been stored. If one fails (server down, unparsable answer under
+        ``on_invalid_output="raise"``), the others' requests are cancelled and awaited, no sub-env
+        advances, no transition is stored, and that error is raised; if the batched write fails (a
+        full disk, an unreachable PostgreSQL), no sub-env advances either. Call ``step`` again with
+        the same actions once the cause is fixed.
         """
         actions = list(actions)
         if len(actions) != self.num_envs:
@@ -248,9 +250,18 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         if self._batch is not None:
             queries = [self.envs[i].retrieval_query(todo[i]) for i in stepping]
             batch = self._batch.step([q for q in queries if q is not None])
-        with batch:
-            pending = await _propose_all([self.envs[i] for i in stepping], [todo[i] for i in stepping])
-            results = [self.envs[i].commit(p) for i, p in zip(stepping, pending, strict=True)]
+        envs = [self.envs[i] for i in stepping]
+        pending: list[PendingStep] = []
+        try:
+            with batch:  # every sub-env's transition is written in one batch, before any sub-env moves
+                pending = await _propose_all(envs, [todo[i] for i in stepping])
+                for env, p in zip(envs, pending, strict=True):
+                    env.store_proposed(p)
+        except BaseException:  # a failed proposal discarded the others already; a failed write did not
+            for env, p in zip(envs, pending, strict=False):
+                env.discard(p)
+            raise
+        results = [env.commit(p, store=False) for env, p in zip(envs, pending, strict=True)]
 
         obs: list[str] = [""] * self.num_envs
         rewards = np.zeros(self.num_envs, dtype=np.float64)

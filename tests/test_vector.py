@@ -5,7 +5,7 @@ import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from dreamgym_env import DreamGymEnv, DreamGymVectorEnv, ScriptedBackend
-from dreamgym_env.errors import ConfigError, ServerUnreachableError
+from dreamgym_env.errors import ConfigError, ServerUnreachableError, StoreError
 from tests._toy import ToyDomain
 
 ACTIONS = ["go[1]", "go[2]", "stop", "go[3]", "bad action", "stop", "go[1]", "go[2]"]
@@ -239,6 +239,62 @@ def test_a_failed_vector_step_advances_no_sub_env_and_stores_nothing(fail_at):
     clean.reset(seed=5)
     assert retried == _vector_trace(clean, actions)  # the RNG was restored too
     assert _rows(buffer) == _rows(clean_buffer)  # nothing recorded twice, nothing from the failed step
+
+
+class _WritesFailOnce:
+    """Makes the buffer's next write (``add`` or ``add_many``) raise once, as a full disk or a lost database would."""
+
+    def __init__(self, buffer):
+        self.buffer, self.armed = buffer, True
+        for name in ("add", "add_many"):
+            setattr(buffer, name, self._wrap(getattr(buffer, name)))
+
+    def _wrap(self, method):
+        def write(*args, **kwargs):
+            if self.armed:
+                self.armed = False
+                raise StoreError("cannot write to the replay buffer: database or disk is full")
+            return method(*args, **kwargs)
+
+        return write
+
+
+def test_a_vector_step_whose_batched_write_fails_advances_no_sub_env():
+    """The transitions are written before any sub-env moves, so a failed write is a step that never happened."""
+    actions = ["go[1]", "go[2]", "go[3]", "go[1]"]
+    buffer = _seeded_buffer()
+    envs = DreamGymVectorEnv(ToyDomain(), num_envs=4, backend=ScriptedBackend(), retriever=buffer, top_k=2)
+    envs.reset(seed=5)
+    rows = len(buffer)
+    _WritesFailOnce(buffer)
+    with pytest.raises(StoreError, match="disk is full"):
+        envs.step(actions)
+    assert all(env.history == [] and env.last_transition is None for env in envs.envs)
+    assert len(buffer) == rows
+
+    retried = _vector_trace(envs, actions)
+    clean_buffer = _seeded_buffer()
+    clean = DreamGymVectorEnv(
+        ToyDomain(), num_envs=4, backend=ScriptedBackend(), retriever=clean_buffer, top_k=2
+    )
+    clean.reset(seed=5)
+    assert retried == _vector_trace(clean, actions)  # same steps, same RNG draws
+    assert _rows(buffer) == _rows(clean_buffer)
+
+
+def test_a_single_step_whose_write_fails_leaves_the_episode_as_it_was():
+    buffer = _seeded_buffer()
+    env = DreamGymEnv(ToyDomain(), backend=ScriptedBackend(), retriever=buffer, top_k=2)
+    obs0, _ = env.reset(seed=3)
+    _WritesFailOnce(buffer)
+    with pytest.raises(StoreError, match="disk is full"):
+        env.step("go[2]")
+    assert env.history == [] and env.state == obs0 and env.last_transition is None
+    after_retry = [env.step("go[2]")[0], env.step("go[3]")[0]]
+    clean = DreamGymEnv(ToyDomain(), backend=ScriptedBackend(), retriever=_seeded_buffer(), top_k=2)
+    clean.reset(seed=3)
+    assert after_retry == [clean.step("go[2]")[0], clean.step("go[3]")[0]]
+    assert [r.seed for r in env.backend.requests[-2:]] == [r.seed for r in clean.backend.requests[-2:]]
 
 
 def _rows(buffer):
