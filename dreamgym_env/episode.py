@@ -108,6 +108,8 @@ class PendingStep:
     episode_id: str
     step: int
     rng_state: Mapping[str, Any] | None = None
+    transition: Transition | None = None
+    """What committing it stores (``None`` if the state stays), built once when it is proposed."""
 
 
 def fit_state(state: str, max_chars: int) -> str:
@@ -288,11 +290,7 @@ class EpisodeEnv(gym.Env[str, str]):
     def proposed_transition(self, pending: PendingStep) -> Transition | None:
         """The transition :meth:`commit` would store for ``pending`` (``None`` if the state stays)."""
         self._check_current(pending)
-        outcome = pending.outcome
-        if not outcome.changed:
-            return None
-        next_state = fit_state(outcome.state, self.max_state_chars)
-        return self._transition(pending.action, outcome, next_state, float(outcome.reward))
+        return pending.transition
 
     def store_proposed(self, pending: PendingStep) -> None:
         """Store the transition of ``pending`` before committing it (``commit(..., store=False)`` then).
@@ -411,7 +409,11 @@ class EpisodeEnv(gym.Env[str, str]):
         return self._pending(action, WorldStep(self._state, last_action_error=error, changed=False), None)
 
     def _pending(self, action: str, outcome: WorldStep, rng_state: Mapping[str, Any] | None) -> PendingStep:
-        return PendingStep(action, outcome, self._episode_id, self._step, rng_state)
+        transition = None
+        if outcome.changed:
+            next_state = fit_state(outcome.state, self.max_state_chars)
+            transition = self._transition(action, outcome, next_state, float(outcome.reward))
+        return PendingStep(action, outcome, self._episode_id, self._step, rng_state, transition)
 
     def _is_current(self, pending: PendingStep) -> bool:
         return not self._ended and pending.episode_id == self._episode_id and pending.step == self._step
