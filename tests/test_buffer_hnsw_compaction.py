@@ -183,6 +183,12 @@ def _answers(buffer: ReplayBuffer) -> list[list[str]]:
     return [[t.action for t in buffer.retrieve(s, a, 5)] for s, a in _queries()]
 
 
+def _exact_answers(path: str) -> list[list[str]]:
+    """What brute-force search over the same file answers: the reference for every HNSW answer."""
+    with ReplayBuffer.open(path, index={"kind": "exact"}) as exact:
+        return _answers(exact)
+
+
 def test_a_buffer_evicting_synthetic_rows_compacts_and_its_snapshot_reopens_right(tmp_path) -> None:
     path = str(tmp_path / "b.sqlite")
     config = BufferConfig(path=path, max_synthetic=100, index=IndexConfig(**HNSW))
@@ -194,8 +200,7 @@ def test_a_buffer_evicting_synthetic_rows_compacts_and_its_snapshot_reopens_righ
         assert buffer.wait_for_index(timeout=30)
         shard = buffer.index.shards["webshop"]
         assert (shard.graph_size, len(shard)) == (100, 100)
-        with ReplayBuffer.open(path, index={"kind": "exact"}) as exact:
-            expected = _answers(exact)
+        expected = _exact_answers(path)
         assert _answers(buffer) == expected
     assert list((tmp_path / "b.sqlite.index").glob("*.hnsw.*.faiss"))
     with ReplayBuffer(config) as buffer:  # the compacted graph, with 101 evictions replayed over it
@@ -204,8 +209,7 @@ def test_a_buffer_evicting_synthetic_rows_compacts_and_its_snapshot_reopens_righ
         assert _answers(buffer) == expected
         buffer.add_many([_tr(i) for i in range(201, 320)])
         assert buffer.wait_for_index(timeout=30) and len(buffer.index) == 100
-        with ReplayBuffer.open(path, index={"kind": "exact"}) as exact:
-            assert _answers(buffer) == _answers(exact)
+        assert _answers(buffer) == _exact_answers(path)
 
 
 def test_a_snapshot_saved_while_a_compaction_runs_reopens_right(tmp_path) -> None:
@@ -230,15 +234,13 @@ def test_a_snapshot_saved_while_a_compaction_runs_reopens_right(tmp_path) -> Non
             assert reader.index.retraining() == ["webshop"]
             assert reader.wait_for_index(timeout=30)
             assert (reader.index.shards["webshop"].graph_size, len(reader.index)) == (100, 100)
-            with ReplayBuffer.open(path, index={"kind": "exact"}) as exact:
-                assert _answers(reader) == _answers(exact)
+            assert _answers(reader) == _exact_answers(path)
         buffer.add_many([_tr(i) for i in range(201, 211)])  # 10 more evicted meanwhile
         gate.set()
         assert buffer.wait_for_index(timeout=30)
         shard = buffer.index.shards["webshop"]
         assert (shard.graph_size, len(shard)) == (100, 100)
-        with ReplayBuffer.open(path, index={"kind": "exact"}) as exact:
-            expected = _answers(exact)
+        expected = _exact_answers(path)
         assert _answers(buffer) == expected
         buffer.index._load_shard = load_shard
     with ReplayBuffer(config) as buffer:  # the compacted graph saved on close

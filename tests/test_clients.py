@@ -8,7 +8,6 @@ wrappers.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import subprocess
 import sys
@@ -22,39 +21,13 @@ from gymnasium.wrappers.vector import DictInfoToList, NormalizeObservation, Reco
 
 import dreamgym_env  # noqa: F401  (registers the ids)
 from dreamgym_env.errors import ConfigError, RenderModeError
-from dreamgym_env.experience.backends.scripted import ScriptedBackend
 from dreamgym_env.vector import DreamGymVectorEnv
 from dreamgym_env.wrappers import DiscreteActions, TextEmbedding, VectorDiscreteActions, VectorTextEmbedding
+from tests._backends import PeakBackend
 
 ENV_ID = "DreamGym/TextWorld-v0"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SCRIPTED = {"backend": "scripted", "max_steps": 3}
-
-
-class PeakBackend(ScriptedBackend):
-    """The scripted model, counting the most requests it had in flight at once.
-
-    Each request waits (up to ``gather_s``) for ``expected`` requests to be in flight, so requests sent
-    together are seen together however slowly the machine builds them, while requests sent one after
-    another never overlap.
-    """
-
-    def __init__(self, expected: int = 4, gather_s: float = 5.0) -> None:
-        super().__init__()
-        self.expected, self.gather_s = expected, gather_s
-        self.in_flight = self.peak = 0
-
-    async def acomplete(self, request):  # type: ignore[no-untyped-def]
-        self.in_flight += 1
-        self.peak = max(self.peak, self.in_flight)
-        try:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + self.gather_s
-            while self.in_flight < self.expected and loop.time() < deadline:
-                await asyncio.sleep(0.001)
-            return await super().acomplete(request)
-        finally:
-            self.in_flight -= 1
 
 
 # ---------------------------------------------------------------------------------- stable-baselines3

@@ -6,6 +6,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from dreamgym_env import DreamGymEnv, DreamGymVectorEnv, ScriptedBackend
 from dreamgym_env.errors import ConfigError, ServerUnreachableError, StoreError
+from tests._backends import PeakBackend
 from tests._toy import ToyDomain
 
 ACTIONS = ["go[1]", "go[2]", "stop", "go[3]", "bad action", "stop", "go[1]", "go[2]"]
@@ -49,34 +50,8 @@ def test_same_step_autoreset_reports_final_obs():
     assert obs[0].startswith("Room")
 
 
-class Peak(ScriptedBackend):
-    """The scripted model, counting the most requests it had in flight at once.
-
-    Each request waits (up to ``gather_s``) until ``expected`` are in flight, so requests sent together
-    are seen together however slowly the machine builds them, while requests sent one after another
-    never overlap (serial sending would take ``expected`` x ``gather_s`` and peak at 1).
-    """
-
-    def __init__(self, expected: int, gather_s: float = 5.0) -> None:
-        super().__init__()
-        self.expected, self.gather_s = expected, gather_s
-        self.in_flight = self.peak = 0
-
-    async def acomplete(self, request):
-        self.in_flight += 1
-        self.peak = max(self.peak, self.in_flight)
-        try:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + self.gather_s
-            while self.in_flight < self.expected and loop.time() < deadline:
-                await asyncio.sleep(0.001)
-            return await super().acomplete(request)
-        finally:
-            self.in_flight -= 1
-
-
 def test_requests_are_concurrent():
-    backend = Peak(expected=16)
+    backend = PeakBackend(expected=16)
     envs = DreamGymVectorEnv(ToyDomain(), num_envs=16, backend=backend)
     envs.reset(seed=0)
     envs.step(["go[1]"] * 16)
