@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["run_sync", "shared_loop"]
+__all__ = ["gather_all_or_none", "run_sync", "shared_loop"]
 
 T = TypeVar("T")
 
@@ -73,3 +73,40 @@ def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
     except BaseException:
         future.cancel()  # KeyboardInterrupt: stop the work instead of leaving it on the loop
         raise
+
+
+async def gather_all_or_none(
+    aws: Sequence[Awaitable[T]], abandon: Callable[[int, T], None] | None = None
+) -> list[T]:
+    """Every result, in order, or none of them.
+
+    On the first failure, or when the caller is cancelled (``asyncio.wait_for``, a cancelled
+    rollout), the others are cancelled and awaited, ``abandon(i, result)`` is called for each one
+    that had finished, and the failure (or the cancellation) is raised. ``asyncio.gather`` would
+    leave the others running on the shared loop, their answers arriving after the caller gave up.
+    """
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    if not tasks:
+        return []
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except BaseException:
+        await _give_up(tasks, abandon)
+        raise
+    failed = next((t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None), None)
+    if failed is None:
+        return [t.result() for t in tasks]
+    await _give_up(tasks, abandon)
+    error = failed.exception()
+    assert error is not None
+    raise error
+
+
+async def _give_up(tasks: Sequence[asyncio.Future[T]], abandon: Callable[[int, T], None] | None) -> None:
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    if abandon is not None:
+        for i, t in enumerate(tasks):
+            if not t.cancelled() and t.exception() is None:
+                abandon(i, t.result())

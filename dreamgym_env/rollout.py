@@ -21,12 +21,13 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from dreamgym_env._event_loop import gather_all_or_none
 from dreamgym_env.errors import ConfigError
 
 __all__ = [
@@ -46,8 +47,6 @@ __all__ = [
 
 Policy = Callable[[str, dict[str, Any]], str]
 """Maps one sub-env's (observation, info) to an action string."""
-
-T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -273,7 +272,7 @@ async def aplay_episodes(
         await start(i)
     while any(r is not None for r in running):
         live = [i for i in range(n) if running[i] is not None]
-        chosen = await _all_or_none(
+        chosen = await gather_all_or_none(
             [policy(r[0], r[1].observations[-1], r[2]) for r in (running[i] for i in live) if r is not None]
         )
         actions: list[str | None] = [None] * n
@@ -298,29 +297,6 @@ async def aplay_episodes(
             if queue:
                 await start(i)
     return [e for e in results if e is not None]
-
-
-async def _all_or_none(coros: Sequence[Awaitable[T]]) -> list[T]:
-    """Every result, in order, or the first failure, raised once the others are cancelled and awaited.
-
-    The caller's cancellation cancels them too. ``asyncio.gather`` leaves the others running, and on the shared event loop nothing would stop
-    them: the policy's requests for the other episodes would go on after the rollout has failed.
-    """
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    if not tasks:
-        return []
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-    finally:
-        pending = [t for t in tasks if not t.done()]
-        for t in pending:
-            t.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
-    failed = next((t for t in tasks if not t.cancelled() and t.exception() is not None), None)
-    if failed is not None:
-        raise failed.exception()  # type: ignore[misc]
-    return [t.result() for t in tasks]
 
 
 async def aplay_on_envs(

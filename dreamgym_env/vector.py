@@ -7,7 +7,6 @@ envs costs about one model round trip while vLLM batches the N requests, in one 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -16,7 +15,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from dreamgym_env._event_loop import run_sync
+from dreamgym_env._event_loop import gather_all_or_none, run_sync
 from dreamgym_env._secrets import SpecWithoutSecrets
 from dreamgym_env.config import EnvConfig, merge_overrides
 from dreamgym_env.domains import Domain, get_domain
@@ -299,38 +298,13 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
 async def _propose_all(envs: Sequence[DreamGymEnv], actions: Sequence[str]) -> list[PendingStep]:
     """Every sub-env's proposed step, or none.
 
-    On the first failure the rest are cancelled and awaited, the proposals that did come back are
-    discarded (their RNG restored), and that failure is raised. The same happens when the caller is
-    cancelled (``asyncio.wait_for``, a cancelled rollout): ``asyncio.wait`` does not cancel what it
-    waits for, so without this the requests would run on and their answers advance the RNGs.
+    On the first failure, or when the caller is cancelled, the rest are cancelled and awaited, the
+    proposals that did come back are discarded (their RNG restored), and the failure is raised.
     """
-    tasks = [asyncio.ensure_future(env.apropose(action)) for env, action in zip(envs, actions, strict=True)]
-    if not tasks:
-        return []
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-    except BaseException:
-        await _cancel_and_discard(envs, tasks)
-        raise
-    failed = next((t for t in tasks if t in done and not t.cancelled() and t.exception() is not None), None)
-    if failed is None:
-        return [t.result() for t in tasks]
-    await _cancel_and_discard(envs, tasks)
-    error = failed.exception()
-    assert error is not None
-    raise error
-
-
-async def _cancel_and_discard(
-    envs: Sequence[DreamGymEnv], tasks: Sequence[asyncio.Future[PendingStep]]
-) -> None:
-    """Cancel and await every proposal; give up the ones that came back (their RNG restored)."""
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    for env, t in zip(envs, tasks, strict=True):
-        if not t.cancelled() and t.exception() is None:
-            env.discard(t.result())
+    return await gather_all_or_none(
+        [env.apropose(action) for env, action in zip(envs, actions, strict=True)],
+        abandon=lambda i, pending: envs[i].discard(pending),
+    )
 
 
 def _step_limit(max_steps: int, max_episode_steps: Any) -> int:
