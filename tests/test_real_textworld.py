@@ -31,7 +31,7 @@ def test_textworld_domain_draws_reproducible_rooms() -> None:
     env = DreamGymEnv(TextWorldDomain(), backend="scripted")
     first, info = env.reset(seed=3)
     again, _ = env.reset(seed=3)
-    assert first == again and first.startswith("-= ") and "Your task is to:" in first
+    assert first == again and first.startswith("Room: ") and "Your task is to:" in first
     assert "look" in info["admissible_actions"]
     for action in ("go east", "take key from chest", "put red apple on table", "unlock door with old key"):
         assert env.domain.validate_action(action) is None
@@ -64,7 +64,7 @@ def test_real_textworld_contract(games: list[str]) -> None:
     env = TextWorldRealEnv(games)
     check_env(env, skip_render_check=True)
     obs, info = env.reset(seed=0)
-    assert obs.startswith("-= ") and "Your task is to:" in obs and "$$" not in obs  # no ASCII banner
+    assert obs.startswith("Room: ") and "\nCarrying: " in obs and "Your task is to:" in obs
     obs2, *_ = env.step("dance wildly!")  # outside the grammar: feedback state, engine untouched
     assert obs2.startswith("[Invalid action]")
     clone = pickle.loads(pickle.dumps(env))
@@ -89,3 +89,38 @@ def test_one_policy_runs_on_sim_and_real_textworld(games: list[str]) -> None:
         _, _, steps, info = run_episode(env, policy, seed=1, max_steps=5)
         assert steps >= 1 and info["source"] == ("sim" if env is sim else "real")
     real.close()
+
+
+@pytest.mark.real
+def test_facts_states_are_canonical_and_the_world_stays_hidden(games: list[str]) -> None:
+    from dreamgym_env.real.textworld import TextWorldRealEnv
+
+    env = TextWorldRealEnv(games)
+    first, info = env.reset(seed=0, options={"game_file": games[0]})
+    task = env.task
+    assert task is not None and task.metadata["world"] and task.metadata["goal"]
+    assert task.metadata["world"] not in first and "goal" not in first.lower()
+    room = first.splitlines()[0].removeprefix("Room: ")
+    assert task.metadata["world"].splitlines()[0].startswith(f"{room} | exits: ")  # start room first
+    after_look, *_ = env.step("look")
+    assert after_look.splitlines()[0] == "Nothing happens."  # look changes no fact
+    assert after_look.split("\n", 1)[1] == first.split("\n\n")[0]  # the same world reads the same
+    plan = info["expert_plan"]
+    obs, reward, terminated = "", 0.0, False
+    for action in plan:
+        obs, reward, terminated, _, info = env.step(action)
+    assert terminated and reward == 1.0 and obs.splitlines()[0] == "You won."
+    env.close()
+
+
+@pytest.mark.real
+def test_text_format_keeps_the_games_prose(games: list[str]) -> None:
+    from dreamgym_env.errors import ConfigError
+    from dreamgym_env.real.textworld import TextWorldRealEnv
+
+    env = TextWorldRealEnv(games, state_format="text")
+    first, _ = env.reset(seed=0, options={"game_file": games[0]})
+    assert first.startswith("-= ") and "world" not in (env.task.metadata if env.task else {})
+    env.close()
+    with pytest.raises(ConfigError, match="state_format"):
+        TextWorldRealEnv(games, state_format="html")  # type: ignore[arg-type]

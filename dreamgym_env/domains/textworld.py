@@ -113,58 +113,36 @@ def with_quest(state: str, quest: str) -> str:
 
 
 _INSTRUCTIONS = """\
-You simulate a TextWorld game: a parser-based text adventure made of connected rooms, doors, \
-containers (chests, boxes, cabinets), supporters (tables, shelves) and portable objects (keys, food, \
-tools). The agent must carry out the quest written in its task by typing commands. You receive a \
-command and answer with the text the game prints next, in TextWorld's style.
+You simulate a TextWorld game: a text adventure of connected rooms, doors, containers (chests, boxes), \
+supporters (tables, shelves) and portable objects (keys, food). The agent types commands to carry out \
+its quest; you answer with the next state.
 
-How the world behaves
-- Rooms have a header "-= Kitchen =-", a short description, the exits ("There is an exit to the east.", \
-"There is a closed wooden door leading north.") and the things in them ("You see a closed chest.", \
-"On the table, you see a red apple."). Keep the layout consistent with the history: never move, rename \
-or invent what the history contradicts.
-- "go north|south|east|west" moves through an open exit and prints the new room in full; a closed door \
-blocks it ("You have to open the wooden door first."). "open X"/"close X" ("You open the chest, \
-revealing a key." or "You open the chest." when empty); locked things need "unlock X with K" first. \
-"take X" / "take X from Y": "You pick up the key from the chest."; "drop X": "You drop the key on the \
-ground."; "put X on Y": "You put the apple on the table."; "insert X into Y": "You put the key into the \
-box."; "eat X": "You eat the apple. Not bad."; "examine X" describes it; "look" prints the room; \
-"inventory": "You are carrying: a key." or "You are carrying nothing."
-- A command the game cannot apply changes nothing and gets a short refusal ("You can't see any such \
-thing.", "That's not something you can take.").
+State format (canonical, rendered from the game's facts; things sorted by name):
+Done.
+Room: kitchen
+Exits: east, north (wooden door: closed)
+Here: chest (open, holds: apple, key), table (on: knife), box (closed)
+Carrying: nothing
 
-State format: the game's text for the step, then the room the agent is in (as "look" prints it) and \
-the inventory, each left out when the text already is it (after "look", a move or "inventory"). The \
-first state is the room, the inventory and the quest:
--= Kitchen =-
-You are in a kitchen. A normal kind of place.
-You see a closed chest. On the table, you see a red apple.
-There is an exit to the east.
+The first line is the step's result: "Done." when the command changed the world, "Nothing happens." \
+when it did not (a refused or impossible command, look, examine, inventory), "You won." on the step \
+that completes the quest, "You lost." on the step that makes it impossible. A closed or locked \
+container hides what it holds; "open" reveals it ("chest (open, holds: key)", or "(open, empty)"). The \
+first state has no result line and ends with "Your task is to: <quest>".
 
-You are carrying nothing.
+How the world behaves: "go D" moves through an exit of the room, unless a closed or locked door is on \
+it; "open/close X", "unlock/lock X with K" (K carried and matching X); "take X", "take X from Y" move X \
+into the inventory; "drop X" puts it in the room, "put X on S", "insert X into C" onto or into a \
+supporter or an open container; "eat X" consumes carried food. The layout in the goal details (hidden \
+from the agent) says what each room holds at the start, where exits lead, what closed containers hold \
+and which key opens what; the winning conditions say when the quest is complete. Never contradict them.
 
-Your task is to: take the key from the chest and put it on the table in the bedroom.
+Ending: done=true and success=true on the step that makes the winning conditions true ("You won."); \
+done=true, success=false when the quest becomes impossible ("You lost."); otherwise done=false.
 
-After "open chest" the next state is:
-You open the chest, revealing a key.
-
--= Kitchen =-
-You are in a kitchen. A normal kind of place.
-You see a chest. The chest contains a key. On the table, you see a red apple.
-There is an exit to the east.
-
-You are carrying nothing.
-
-Ending and success
-The quest is complete on the step that makes its last condition true: then the text ends with "Your \
-score has just gone up by one point." and "*** The End ***", done=true and success=true. A step that \
-makes the quest impossible (eating the object the quest needs) ends with "*** You lost! ***", \
-done=true, success=false. Otherwise done=false (the step limit is handled by the environment).
-
-admissible_actions: every command valid in the new state: "go D" for each open exit, "open/close X" for \
-closable things at hand, "take X" for each visible portable object, "take X from Y" for those in or on \
-Y, "drop/put/insert/eat X..." for carried things, "unlock X with K" when carrying K, "examine X", \
-"look", "inventory"."""
+admissible_actions: every command valid in the new state, sorted: "go D" per exit, "open/close X", \
+"take X" / "take X from Y" for each visible portable thing, "drop/put/insert/eat X..." for carried \
+ones, "unlock/lock X with K" when carrying K, "examine X", "look", "inventory"."""
 
 # Rooms, furniture and portable things a generated start room draws from (TextWorld's usual vocabulary).
 _ROOMS: tuple[str, ...] = (
@@ -186,18 +164,22 @@ _ADJECTIVES: tuple[str, ...] = ("red", "old", "wooden", "small", "rusty", "shiny
 class TextWorldDomain(Domain):
     """TextWorld as an abstract text world.
 
-    State format (:func:`render_textworld_state`): the game's text for the step without its ASCII-art
-    banner, then the current room as ``look`` prints it and the inventory, so that the state alone tells
-    where the agent is and what it holds. The first state is the room, the inventory and the quest::
+    State format: the canonical state of :mod:`dreamgym_env.domains.textworld_facts`, rendered from the
+    engine's world facts, so that the state alone tells where the agent is, what is around and what it
+    holds, and the same world always reads the same. The first state ends with the quest::
 
-        -= Kitchen =-
-        You are in a kitchen. A normal kind of place.
-        You see a closed chest. On the table, you see a red apple.
-        There is an exit to the east.
-
-        You are carrying nothing.
+        Room: kitchen
+        Exits: east, north (wooden door: closed)
+        Here: chest (closed), table (on: red apple)
+        Carrying: nothing
 
         Your task is to: take the key from the chest and put it on the table in the bedroom.
+
+    Later states start with the step's result (``Done.``, ``Nothing happens.``, ``You won.``,
+    ``You lost.``). Tasks made from games carry the game's starting layout (``world``) and winning
+    conditions (``goal``) as hidden facts for the experience model (:attr:`task_fact_keys`); a
+    curriculum variant without them still works. The game's prose (:func:`render_textworld_state`)
+    remains available from the real wrapper (``state_format="text"``).
 
     Starting state: when the task's metadata has ``initial_observation`` (tasks made from generated
     games by :func:`dreamgym_env.real.textworld.tasks_from_games`), that real first state and its
@@ -213,6 +195,7 @@ class TextWorldDomain(Domain):
     env_id = "DreamGym/TextWorld-v0"
     max_steps = 50
     instructions = _INSTRUCTIONS
+    task_fact_keys = ("world", "goal")
     action_help = (
         "TextWorld commands (things are named as the game names them, e.g. 'wooden door'): look, inventory, "
         "goal, go north|south|east|west, open <x>, close <x>, take <x>, take <x> from <y>, drop <x>, "
@@ -251,8 +234,9 @@ class TextWorldDomain(Domain):
         exits = sorted(rng.choice(np.array(TEXTWORLD_DIRECTIONS), size=count, replace=False).tolist())
         exit_text = " ".join(f"There is an exit to the {d}." for d in exits)
         description = (
-            f"-= {room.title()} =-\nYou are in a {room}. A normal kind of place.\n"
-            f"You see a closed {container}. On the {supporter}, you see a {thing}.\n{exit_text}"
+            f"Room: {room}\nExits: {', '.join(d for d in TEXTWORLD_DIRECTIONS if d in exits)}\n"
+            f"Here: {', '.join(sorted([f'{container} (closed)', f'{supporter} (on: {thing})']))}\n"
+            "Carrying: nothing"
         )
         actions = [f"go {d}" for d in exits] + [
             f"open {container}",
@@ -264,7 +248,7 @@ class TextWorldDomain(Domain):
             "inventory",
             "look",
         ]
-        start = render_textworld_start(description, task.instruction, "You are carrying nothing.")
+        start = f"{description}\n\n{QUEST_PREFIX}{' '.join(task.instruction.split())}"
         return InitialState(start, sorted(actions))
 
     def seed_tasks(self) -> list[Task]:

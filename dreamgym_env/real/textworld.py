@@ -7,12 +7,13 @@ games run on the same engine.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -22,6 +23,14 @@ from dreamgym_env.domains.textworld import (
     render_textworld_start,
     render_textworld_state,
     textworld_task_id,
+)
+from dreamgym_env.domains.textworld_facts import (
+    Fact,
+    facts_of,
+    render_facts_state,
+    render_goal,
+    render_world,
+    step_result,
 )
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.base import RealReset, RealStep, RealTextEnv
@@ -171,14 +180,21 @@ class TextGameEnv(RealTextEnv):
         return state
 
 
+StateFormat = Literal["facts", "text"]
+STATE_FORMATS: tuple[str, ...] = ("facts", "text")
+
+
 class TextWorldRealEnv(TextGameEnv):
     """Real TextWorld games, observed in the abstract format of ``DreamGym/TextWorld-v0``.
 
     ## Description
-    Plays TextWorld game files (``.z8``/``.ulx`` from ``tw-make`` or :func:`make_games`). The first
-    observation is the room as ``look`` prints it, the inventory and ``Your task is to: <quest>``; later
-    ones are the game's feedback without the ASCII banner and status line, followed by the current room
-    and the inventory (:func:`~dreamgym_env.domains.textworld.render_textworld_state`).
+    Plays TextWorld game files (``.z8``/``.ulx`` from ``tw-make`` or :func:`make_games`). By default
+    (``state_format="facts"``) an observation is the canonical state rendered from the engine's own
+    world facts (:mod:`dreamgym_env.domains.textworld_facts`): the step's result, the room, its exits
+    with door states, the things there with what they hold, the inventory; the first one ends with
+    ``Your task is to: <quest>``. ``state_format="text"`` gives the game's prose instead (feedback
+    without the ASCII banner and status line, then the room as ``look`` prints it and the inventory), for
+    a model trained on it; the shipped experience model predicts the facts format.
 
     ## Action Space / Observation Space
     ``FreeText``: TextWorld commands (``go east``, ``take key from chest``...), as in the simulated env.
@@ -191,14 +207,23 @@ class TextWorldRealEnv(TextGameEnv):
 
     ## Information
     The simulated env's keys (``simulated`` False, ``source`` "real"), plus ``expert_plan`` (the
-    walkthrough from the current state), ``score``, ``won``, ``lost`` and ``game_file``.
+    walkthrough from the current state), ``score``, ``won``, ``lost`` and ``game_file``. The task's
+    metadata carries, for the experience model only, the game's starting layout (``world``) and the
+    quest's winning conditions (``goal``), read from the game's ``.json`` file when it is beside the game.
 
     ## Arguments
     ``game_files``: the games (required; :func:`make_games` builds some); reset draws one with the
-    env's RNG, or plays ``options["game_file"]`` or ``options["game_index"]``.
+    env's RNG, or plays ``options["game_file"]`` or ``options["game_index"]``. ``state_format``:
+    ``"facts"`` (default) or ``"text"``.
     """
 
-    def __init__(self, game_files: Sequence[PathLike] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        game_files: Sequence[PathLike] | None = None,
+        *,
+        state_format: StateFormat = "facts",
+        **kwargs: Any,
+    ) -> None:
         if game_files is None:
             raise ConfigError(
                 "DreamGym/TextWorld-Real-v0 plays TextWorld game files, and none were given: pass "
@@ -208,26 +233,62 @@ class TextWorldRealEnv(TextGameEnv):
                 'needs pip install "dreamgym-env[real]"), and dreamgym_env.real.textworld_suite.build_suite '
                 "a varied train/held-out suite. See docs/real_envs.md."
             )
+        if state_format not in STATE_FORMATS:
+            raise ConfigError(f"state_format must be one of {list(STATE_FORMATS)}, got {state_format!r}.")
+        self.state_format: StateFormat = state_format
+        self._facts: list[Fact] = []
         super().__init__(game_files, domain=TextWorldDomain(), **kwargs)
 
     def _request_infos(self, textworld: Any) -> Any:
         infos = super()._request_infos(textworld)
         infos.inventory = True
+        infos.facts = self.state_format == "facts"
         return infos
 
     def _first_state(self, game_state: Mapping[str, Any]) -> str:
+        if self.state_format == "facts":
+            self._facts = facts_of(game_state["facts"])
+            return render_facts_state(self._facts, quest=str(game_state["objective"] or ""))
         return render_textworld_start(
             str(game_state["description"]),
             str(game_state["objective"] or ""),
             clean_game_text(str(game_state.get("inventory") or "")),
         )
 
+    def _make_task(self, game: str, game_state: Mapping[str, Any], state: str) -> Task:
+        task = super()._make_task(game, game_state, state)
+        if self.state_format != "facts":
+            return task
+        hidden = {"world": render_world(self._facts), "goal": _game_goal(game)}
+        return task.model_copy(update={"metadata": {**task.metadata, **{k: v for k, v in hidden.items() if v}}})
+
     def _step_state(self, game_state: Mapping[str, Any]) -> str:
+        if self.state_format == "facts":
+            facts = facts_of(game_state["facts"])
+            result = step_result(
+                self._facts, facts, won=bool(game_state.get("won")), lost=bool(game_state.get("lost"))
+            )
+            self._facts = facts
+            return render_facts_state(facts, result)
         return render_textworld_state(
             clean_feedback(str(game_state.get("feedback"))),
             clean_game_text(str(game_state.get("description") or "")),
             clean_game_text(str(game_state.get("inventory") or "")),
         )
+
+
+@functools.lru_cache(maxsize=256)
+def _game_goal(game: str) -> str:
+    """The quest's winning conditions of a game, from the ``.json`` file TextWorld writes beside it ("" if none)."""
+    meta = Path(game).with_suffix(".json")
+    if not meta.is_file():
+        return ""
+    textworld = import_textworld()
+    loaded = textworld.Game.load(str(meta))
+    names = {key: info.name for key, info in loaded.infos.items() if info.name}
+    return render_goal(
+        [facts_of(event.condition.preconditions, names) for quest in loaded.quests for event in quest.win_events]
+    )
 
 
 def make_games(

@@ -121,6 +121,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         use_cpu=args.cpu,
         group_by_length=args.group_by_length,
         threads=args.threads,
+        save_steps=args.save_steps,
+        resume=args.resume,
     )
     if args.untrained:
         print(f"untrained model saved to {save_untrained(config)}")
@@ -222,6 +224,14 @@ def add_training_commands(commands: argparse._SubParsersAction) -> None:  # type
         "--group-by-length", action="store_true", help="Batch examples of similar length (less padding)."
     )
     t.add_argument("--threads", type=int, help="Torch CPU threads (fixed: runs repeat bit for bit).")
+    t.add_argument(
+        "--save-steps", type=int, help="Checkpoint every N optimizer steps (and when --max-seconds stops the run)."
+    )
+    t.add_argument(
+        "--resume",
+        action="store_true",
+        help="Continue from the newest checkpoint in OUT/_trainer (several sittings add up to one run).",
+    )
     t.add_argument("--hidden-size", type=int, default=256)
     t.add_argument("--layers", type=int, default=4)
     t.add_argument("--heads", type=int, default=8)

@@ -77,8 +77,10 @@ class TrainConfig:
         merge_lora: Save the base model with the adapter merged in (served like any model).
         epochs: Passes over the training data (an upper bound when ``max_seconds`` is set).
         max_steps: Optimizer steps; ``-1`` uses ``epochs``.
-        max_seconds: Wall-clock budget; training stops at the first step past it. With a budget the
-            learning rate is constant after 10 warm-up steps (the last step is not known in advance).
+        max_seconds: Wall-clock budget for this sitting; training stops at the first step past it (and
+            saves a checkpoint when ``save_steps`` is set, so a later sitting resumes there). With a
+            budget and no ``max_steps`` the learning rate is constant after 10 warm-up steps (the last
+            step is not known in advance); with ``max_steps`` the cosine schedule spans every sitting.
         learning_rate: Peak learning rate (cosine decay after 3% warm-up without a time budget).
         batch_size: Examples per device step.
         grad_accum: Steps accumulated per optimizer update.
@@ -91,6 +93,11 @@ class TrainConfig:
         threads: CPU threads for torch during training; a fixed count (with a fixed seed and
             ``max_steps``) makes a CPU run repeat bit for bit on the same torch build. ``None`` keeps
             torch's default.
+        save_steps: Save a checkpoint (weights, optimizer, scheduler, RNG and data position) every
+            this many optimizer steps under ``<output_dir>/_trainer``; ``None`` saves none.
+        resume: Continue from the newest checkpoint under ``<output_dir>/_trainer`` when there is one
+            (a from-scratch run also reuses the tokenizer it saved there), so several sittings add up
+            to one run; the training record sums their steps, tokens and wall time.
     """
 
     data_dir: str
@@ -114,8 +121,12 @@ class TrainConfig:
     use_cpu: bool = False
     group_by_length: bool = False
     threads: int | None = None
+    save_steps: int | None = None
+    resume: bool = False
 
     def __post_init__(self) -> None:
+        if self.save_steps is not None and self.save_steps < 1:
+            raise ConfigError(f"save_steps must be >= 1 (or None to save no checkpoint), got {self.save_steps}.")
         if self.from_scratch == (self.base_model is not None):
             raise ConfigError("Give exactly one of base_model (a local model folder) and from_scratch=True.")
         if self.lora and self.from_scratch:
@@ -255,8 +266,16 @@ def _train(config: TrainConfig, torch: Any, transformers: Any, trl: Any, dataset
     if not train_rows:
         raise DataFormatError("no training examples; build them with `dreamgym build-sft`", path=str(data))
 
+    out = Path(config.output_dir)
+    trainer_dir = out / "_trainer"
+    checkpoint = _latest_checkpoint(trainer_dir) if config.resume else None
     if config.from_scratch:
-        tok = build_scratch_tokenizer(train_rows, config.scratch)
+        saved_tok = trainer_dir / "tokenizer"
+        if checkpoint is not None and saved_tok.is_dir():
+            tok = transformers.PreTrainedTokenizerFast.from_pretrained(str(saved_tok))
+        else:
+            tok = build_scratch_tokenizer(train_rows, config.scratch)
+            tok.save_pretrained(str(saved_tok))
         model = _scratch_model(tok, config.scratch, config.seed)
     else:
         assert config.base_model is not None
@@ -284,23 +303,26 @@ def _train(config: TrainConfig, torch: Any, transformers: Any, trl: Any, dataset
             r=config.lora_r, lora_alpha=config.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM"
         )
 
-    out = Path(config.output_dir)
+    open_ended = bool(config.max_seconds) and config.max_steps < 0
     args = trl.SFTConfig(
-        output_dir=str(out / "_trainer"),
+        output_dir=str(trainer_dir),
         num_train_epochs=config.epochs,
         max_steps=config.max_steps,
         learning_rate=config.lr,
         # A wall-clock budget ends training at an unknown step, where a cosine schedule planned over
         # ``epochs`` would still be warming up: hold the rate constant after a short warm-up instead.
-        lr_scheduler_type="constant_with_warmup" if config.max_seconds else "cosine",
-        warmup_steps=10 if config.max_seconds else 0.03,
+        lr_scheduler_type="constant_with_warmup" if open_ended else "cosine",
+        warmup_steps=10 if open_ended else 0.03,
         per_device_train_batch_size=config.batch_size,
         per_device_eval_batch_size=config.batch_size,
         gradient_accumulation_steps=config.grad_accum,
         max_length=config.max_length,
         completion_only_loss=True,
         logging_steps=10,
-        save_strategy="no",
+        save_strategy="steps" if config.save_steps else "no",
+        save_steps=config.save_steps or 500,
+        save_total_limit=1,
+        include_num_input_tokens_seen=True,
         report_to=[],
         seed=config.seed,
         use_cpu=config.use_cpu,
@@ -317,9 +339,15 @@ def _train(config: TrainConfig, torch: Any, transformers: Any, trl: Any, dataset
         eval_dataset=datasets.Dataset.from_list(eval_kept) if eval_kept else None,
         processing_class=tok,
         peft_config=peft_config,
-        callbacks=[_deadline_callback(transformers, config.max_seconds)] if config.max_seconds else None,
+        callbacks=(
+            [_deadline_callback(transformers, config.max_seconds, save=bool(config.save_steps))]
+            if config.max_seconds
+            else None
+        ),
     )
-    output = trainer.train()
+    sitting_started = time.monotonic()
+    output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    sittings = _record_sitting(trainer_dir, trainer.state, time.monotonic() - sitting_started, checkpoint)
     eval_loss = None
     if eval_kept:
         eval_loss = float(trainer.evaluate()["eval_loss"])
@@ -354,13 +382,44 @@ def _train(config: TrainConfig, torch: Any, transformers: Any, trl: Any, dataset
         },
         "eval_tasks": manifest.eval_tasks,
         "lora_adapter": served_as_adapter,
+        "sittings": sittings,
+        "total": {
+            "steps": int(trainer.state.global_step),
+            "tokens": int(getattr(trainer.state, "num_input_tokens_seen", 0) or 0),
+            "seconds": round(sum(s["seconds"] for s in sittings), 1),
+        },
     }
     (out / TRAINING_MANIFEST).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return result
 
 
-def _deadline_callback(transformers: Any, seconds: float) -> Any:
-    """Stops training at the first optimizer step past a wall-clock budget."""
+def _latest_checkpoint(trainer_dir: Path) -> Path | None:
+    """The newest ``checkpoint-N`` folder a previous sitting saved, or ``None``."""
+    found = [p for p in trainer_dir.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()]
+    return max(found, key=lambda p: int(p.name.split("-")[-1]), default=None)
+
+
+def _record_sitting(trainer_dir: Path, state: Any, seconds: float, resumed_from: Path | None) -> list[dict[str, Any]]:
+    """Append this sitting to ``sittings.json`` (kept beside the checkpoints) and return every sitting."""
+    path = trainer_dir / "sittings.json"
+    sittings: list[dict[str, Any]] = []
+    if resumed_from is not None and path.is_file():
+        sittings = json.loads(path.read_text(encoding="utf-8"))
+    sittings.append(
+        {
+            "resumed_from": resumed_from.name if resumed_from else None,
+            "last_step": int(state.global_step),
+            "tokens_seen": int(getattr(state, "num_input_tokens_seen", 0) or 0),
+            "seconds": round(seconds, 1),
+        }
+    )
+    trainer_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(sittings, indent=1) + "\n", encoding="utf-8")
+    return sittings
+
+
+def _deadline_callback(transformers: Any, seconds: float, *, save: bool = False) -> Any:
+    """Stops training at the first optimizer step past a wall-clock budget (saving a checkpoint if ``save``)."""
 
     class Deadline(transformers.TrainerCallback):  # type: ignore[misc, name-defined]
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -369,5 +428,6 @@ def _deadline_callback(transformers: Any, seconds: float) -> Any:
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if time.monotonic() >= self.deadline:
                 control.should_training_stop = True
+                control.should_save = save
 
     return Deadline()

@@ -1,0 +1,211 @@
+"""TextWorld's abstract state: a canonical rendering of the engine's own world facts.
+
+TextWorld describes rooms in prose padded with random flavour sentences ("The room seems oddly
+familiar...") that no simulator can predict for a room it has not seen, and that a policy's features
+learn as noise. The engine also reports the world as predicates (``at(P, kitchen: r)``,
+``in(key: k, chest: c)``, ``closed(chest: c)``, ``north_of(hall: r, kitchen: r)``...). This module
+renders those predicates as a short, canonical state: the same world always gives the same text, so the
+real wrapper emits it and the experience model predicts it in one format::
+
+    Done.
+    Room: kitchen
+    Exits: east, north (wooden door: closed)
+    Here: chest (open: apple, key), table (on: knife), coin
+    Carrying: nothing
+
+The first line says what the step did: ``Done.`` (the world changed), ``Nothing happens.`` (it did
+not: a refusal, ``look``, ``examine``), ``You won.`` or ``You lost.``. The first state has no such line
+and ends with the quest (``Your task is to: ...``).
+
+It also renders what the simulator needs and the agent never sees: the game's layout as it starts
+(:func:`render_world`: every room, its exits with where they lead, every thing with what it holds and
+which key opens it) and the quest's winning conditions (:func:`render_goal`).
+
+Pure functions over plain tuples: the real wrapper turns TextWorld's propositions into :data:`Fact`
+values (:func:`facts_of`), so this module needs no TextWorld install.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = [
+    "DIRECTIONS",
+    "Fact",
+    "facts_of",
+    "render_facts_state",
+    "render_goal",
+    "render_world",
+    "step_result",
+]
+
+Fact = tuple[str, tuple[tuple[str, str], ...]]
+"""A predicate and its arguments as ``(name, type)`` pairs: ``("in", (("key", "k"), ("chest", "c")))``."""
+
+DIRECTIONS: tuple[str, ...] = ("north", "south", "east", "west")
+
+RESULT_CHANGED = "Done."
+RESULT_NOTHING = "Nothing happens."
+RESULT_WON = "You won."
+RESULT_LOST = "You lost."
+
+_SUPPORTERS = frozenset({"s", "stove", "bbq"})
+_STATIC = frozenset({"link", "match", "edible", "free", *(f"{d}_of" for d in DIRECTIONS)})
+"""Predicates that never change in play: the layout shows them, a goal need not repeat them."""
+_HIDDEN = frozenset({"P", "I", "r", "d"})  # never listed as things
+
+
+def facts_of(propositions: Iterable[Any], names: dict[str, str] | None = None) -> list[Fact]:
+    """TextWorld propositions (``game_state["facts"]``, or a quest's conditions) as :data:`Fact` tuples.
+
+    ``names`` maps variable ids to entity names, for conditions written over ids (``c_0`` -> ``chest``).
+    """
+    out: list[Fact] = []
+    for prop in propositions:
+        args = tuple(
+            ((names or {}).get(str(a.name), str(a.name)), str(a.type)) for a in prop.arguments
+        )
+        out.append((str(prop.name), args))
+    return out
+
+
+class _World:
+    """An index over facts: where things are, what holds what, which way exits lead."""
+
+    def __init__(self, facts: Iterable[Fact]) -> None:
+        self.types: dict[str, str] = {}
+        self.player_room = ""
+        self.at: dict[str, list[str]] = defaultdict(list)  # room -> things on its floor
+        self.inside: dict[str, list[str]] = defaultdict(list)  # holder (or "I") -> things in/on it
+        self.state: dict[str, str] = {}  # thing or door -> open/closed/locked
+        self.keys: dict[str, str] = {}  # lock -> key that matches it
+        self.exits: dict[str, dict[str, str]] = defaultdict(dict)  # room -> direction -> room
+        self.doors: dict[tuple[str, str], str] = {}  # (room, room) -> door
+        self.eaten: set[str] = set()
+        self.rooms: list[str] = []
+        for pred, args in facts:
+            for name, typ in args:
+                self.types.setdefault(name, typ)
+                if typ == "r" and name not in self.rooms:
+                    self.rooms.append(name)
+            names = [a[0] for a in args]
+            if pred == "at" and len(args) == 2:
+                if args[0][1] == "P":
+                    self.player_room = names[1]
+                elif args[0][1] != "d":
+                    self.at[names[1]].append(names[0])
+            elif pred in ("in", "on") and len(args) == 2:
+                self.inside[names[1]].append(names[0])
+            elif pred in ("open", "closed", "locked") and len(args) == 1:
+                self.state[names[0]] = pred
+            elif pred == "match" and len(args) == 2:
+                self.keys[names[1]] = names[0]
+            elif pred.endswith("_of") and pred[:-3] in DIRECTIONS and len(args) == 2:
+                # north_of(a, b): a lies north of b, so b has an exit north to a.
+                self.exits[names[1]][pred[:-3]] = names[0]
+            elif pred == "link" and len(args) == 3:
+                self.doors[(names[0], names[2])] = names[1]
+            elif pred == "eaten" and len(args) == 1:
+                self.eaten.add(names[0])
+
+    def thing(self, name: str, *, reveal: bool = False) -> str:
+        """One thing with its state and what it holds (a closed container's contents only if ``reveal``)."""
+        held = sorted(self.inside.get(name, []))
+        state = self.state.get(name)
+        notes = [state] if state else []
+        if reveal and name in self.keys:
+            notes.append(f"key: {self.keys[name]}")
+        if held and (state in (None, "open") or reveal):
+            word = "on" if self.types.get(name) in _SUPPORTERS else "holds"
+            notes.append(f"{word}: {', '.join(self.thing(h, reveal=reveal) for h in held)}")
+        elif state == "open":
+            notes.append("empty")
+        return f"{name} ({', '.join(notes)})" if notes else name
+
+    def things_in(self, room: str, *, reveal: bool = False) -> str:
+        listed = sorted(t for t in self.at.get(room, []) if self.types.get(t) not in _HIDDEN)
+        return ", ".join(self.thing(t, reveal=reveal) for t in listed) or "nothing"
+
+    def exits_of(self, room: str, *, reveal: bool = False) -> str:
+        parts = []
+        for direction in DIRECTIONS:
+            target = self.exits.get(room, {}).get(direction)
+            if target is None:
+                continue
+            label = f"{direction} to {target}" if reveal else direction
+            door = self.doors.get((room, target)) or self.doors.get((target, room))
+            if door:
+                state = self.state.get(door, "open")
+                key = self.keys.get(door) if reveal else None
+                label += f" ({door}: {state}, key: {key})" if key else f" ({door}: {state})"
+            parts.append(label)
+        return ", ".join(parts) or "none"
+
+    def carrying(self) -> str:
+        return ", ".join(self.thing(t) for t in sorted(self.inside.get("I", []))) or "nothing"
+
+
+def render_facts_state(facts: Iterable[Fact], result: str = "", quest: str = "") -> str:
+    """The canonical state of a world: the step's result, the room, its exits, what is there, the inventory.
+
+    Args:
+        facts: The world's facts after the step.
+        result: The step's result line (:func:`step_result`); empty for the first state.
+        quest: The quest, appended as ``Your task is to: ...`` (first states only).
+    """
+    world = _World(facts)
+    room = world.player_room
+    lines = [result] if result else []
+    lines += [
+        f"Room: {room or 'unknown'}",
+        f"Exits: {world.exits_of(room)}",
+        f"Here: {world.things_in(room)}",
+        f"Carrying: {world.carrying()}",
+    ]
+    text = "\n".join(lines)
+    if quest:
+        text += f"\n\nYour task is to: {' '.join(quest.split())}"
+    return text
+
+
+def step_result(before: Iterable[Fact], after: Iterable[Fact], *, won: bool = False, lost: bool = False) -> str:
+    """The first line of a state after a step: what the step did, read off the facts."""
+    if won:
+        return RESULT_WON
+    if lost:
+        return RESULT_LOST
+    return RESULT_CHANGED if set(before) != set(after) else RESULT_NOTHING
+
+
+def render_world(facts: Iterable[Fact]) -> str:
+    """The layout a game starts with, one line per room: exits and where they lead, things and their contents.
+
+    Hidden from the agent; the experience model reads it to know what lies behind a door or inside a
+    closed chest, and which key opens what. The player's start room comes first.
+    """
+    world = _World(facts)
+    rooms = sorted(world.rooms, key=lambda r: (r != world.player_room, r))
+    lines = [
+        f"{room} | exits: {world.exits_of(room, reveal=True)} | things: {world.things_in(room, reveal=True)}"
+        for room in rooms
+    ]
+    carried = world.inside.get("I", [])
+    if carried:
+        lines.append(f"carrying at start: {', '.join(world.thing(t, reveal=True) for t in sorted(carried))}")
+    return "\n".join(lines)
+
+
+def render_goal(conditions: Sequence[Sequence[Fact]]) -> str:
+    """The quest's winning conditions, one alternative per line (``at(P, kitchen); in(key, I)``)."""
+    lines = []
+    for alternative in conditions:
+        parts = [
+            f"{pred}({', '.join(name for name, _ in args)})"
+            for pred, args in alternative
+            if pred not in _STATIC
+        ]
+        if parts:
+            lines.append("; ".join(parts))
+    return "\n".join(dict.fromkeys(lines))
