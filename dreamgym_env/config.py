@@ -245,9 +245,30 @@ def merge_overrides(config: EnvConfig | None, overrides: dict[str, Any]) -> EnvC
         inherited.pop("endpoint_auth")  # the old URLs' credentials are not the new ones'
     try:
         backend = BackendConfig.model_validate({**inherited, **backend_kw})
-        return EnvConfig.model_validate({**_explicit(base), **env_kw, "backend": backend})
+        chosen = {**_explicit(base), **env_kw, "backend": backend}
+        set_by_user = set(env_kw) | set(backend_kw) | base.model_fields_set | base.backend.model_fields_set
+        for key, value in _shipped_defaults(backend.model).items():
+            if key not in set_by_user:
+                if key in backend_fields:
+                    chosen["backend"] = chosen["backend"].model_copy(update={key: value})
+                else:
+                    chosen[key] = value
+        return EnvConfig.model_validate(chosen)
     except ValidationError as e:
         raise ConfigError(f"Invalid configuration: {_describe(e)}") from e
+
+
+def _shipped_defaults(model: str | None) -> dict[str, Any]:
+    """The prompt settings a shipped model was trained with, when ``model`` names one (else nothing).
+
+    A shipped model only answers well to the prompts it was trained on (its history window and number
+    of demonstrations) and needs room for its answers, so naming it is enough; a keyword still wins.
+    """
+    from dreamgym_env.serving.shipped import SHIPPED_MODELS, recommended_env_kwargs
+
+    if model not in SHIPPED_MODELS:
+        return {}
+    return {k: v for k, v in recommended_env_kwargs(model).items() if k != "model"}
 
 
 _SECRET_FIELDS = {"api_key", "endpoint_auth"}

@@ -9,9 +9,11 @@ The first form copies the model folder's weights (stored as float16, half the si
 the dtype it is told), tokenizer and ``dreamgym_training.json``, and writes ``manifest.json``: the data
 (suite seed, games, transitions, examples), the seeds and steps, the final loss and the weights'
 SHA-256. ``--evaluate`` serves the packaged folder with vLLM's OpenAI server and scores it with
-``dreamgym eval-fidelity`` against the two model-free baselines on both held-out splits (held-out
-episodes of training games, held-out games); the tables go to ``<run>/results-<split>/fidelity.md`` and
-the figures into the manifest.
+``dreamgym eval-fidelity`` against the two model-free baselines on three splits: held-out episodes of
+training games, held-out games, and games generated now from seeds the suite never uses
+(``eval-fidelity --games``). The tables go to ``<run>/results-<split>/fidelity.md``, the figures into the
+manifest and into ``docs/results/fidelity_textworld.json`` (one object per predictor and split, with
+the keys ``eval-fidelity`` writes).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dreamgym_env.real.textworld_suite import build_suite
 from dreamgym_env.serving.shipped import weights_checksum
 
 FILES = (
@@ -33,6 +36,11 @@ FILES = (
     "chat_template.jinja",
 )
 SPLITS = {"eval_episodes": "held-out episodes of training games", "eval": "held-out games"}
+UNSEEN = ("unseen_games", "games from seeds the suite never uses")
+UNSEEN_SEED = 5_000_000
+"""First seed of the unseen games (suite recipes; training seeds start at 0, held-out ones at 1,000,000)."""
+UNSEEN_GAMES = 16
+RESULTS = Path("docs/results/fidelity_textworld.json")
 
 
 def package(run: Path, dest: Path) -> dict[str, Any]:
@@ -77,7 +85,11 @@ def package(run: Path, dest: Path) -> dict[str, Any]:
             "parameters": training["result"]["parameters"],
             "train_loss": training["result"]["train_loss"],
             "seconds": training["result"]["seconds"],
+            "total": training.get("total"),
+            "sittings": training.get("sittings"),
         },
+        "licence": "Apache-2.0 (the package's): trained from scratch by this package on TextWorld games it "
+        "generates (TextWorld is MIT-licensed); no third-party weights",
         "weights_sha256": weights_checksum(dest),
         "metrics": {},
     }
@@ -135,7 +147,40 @@ def evaluate(run: Path, dest: Path, limit: int | None) -> dict[str, Any]:
                 },
             }
             print(f"\n## {label}\n" + (out / "fidelity.md").read_text(encoding="utf-8"), flush=True)
+        split, label = UNSEEN
+        out = run / f"results-{split}"
+        shutil.rmtree(out, ignore_errors=True)
+        games = build_suite(run / "unseen", train_games=UNSEEN_GAMES, heldout_games=0, seed=UNSEEN_SEED)
+        args = ["eval-fidelity", "--games", games.root, "--buffer", str(run / "buffer.sqlite"), "--out", str(out)]
+        if main([*args, "--baseline", "repeat-state", "--baseline", "nearest-transition"]) != 0:
+            sys.exit(f"baselines failed on {split}")
+        if main([*args, "--base-url", server.base_url, "--model", "textworld", "--max-tokens", "640"]) != 0:
+            sys.exit(f"model evaluation failed on {split}")
+        metrics[split] = {
+            "label": label,
+            **{p.name.removesuffix(".fidelity.json"): json.loads(p.read_text()) for p in out.glob("*.fidelity.json")},
+        }
+        print(f"\n## {label}\n" + (out / "fidelity.md").read_text(encoding="utf-8"), flush=True)
     return metrics
+
+
+def write_results(metrics: dict[str, Any], manifest: dict[str, Any]) -> None:
+    """One object per predictor and split (the keys ``eval-fidelity`` writes) in :data:`RESULTS`."""
+    rows = []
+    for split, found in metrics.items():
+        for predictor, report in found.items():
+            if predictor == "label":
+                continue
+            rows.append({"split": split, "split_label": found["label"], "predictor": predictor, **report})
+    payload = {
+        "model": "textworld",
+        "weights_sha256": manifest["weights_sha256"],
+        "training": manifest["training"],
+        "command": "scripts/build_textworld_model.sh",
+        "results": rows,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
 
 
 def main_cli() -> None:
@@ -158,6 +203,7 @@ def main_cli() -> None:
     manifest = json.loads(path.read_text(encoding="utf-8"))
     manifest["metrics"] = evaluate(args.run, args.dest, args.limit)
     path.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    write_results(manifest["metrics"], manifest)
 
 
 if __name__ == "__main__":

