@@ -187,3 +187,56 @@ def test_episodes_of_a_dead_endpoint_move_to_a_live_one_and_stay(monkeypatch):
     finally:
         _stop(a)
         _stop(b)
+
+
+# ------------------------------------------------------------------------------------ a full context
+def _cut_answer(completion_tokens: int):
+    def respond(body, _port):
+        requests.append(body)
+        reply = _chat_completion()
+        reply["choices"][0]["finish_reason"] = "length"
+        reply["choices"][0]["message"]["content"] = '{"reasoning": "r", "next_st'
+        reply["usage"] = {"prompt_tokens": 2000, "completion_tokens": completion_tokens, "total_tokens": 0}
+        return reply
+
+    requests: list = []
+    return serve_json(respond), requests
+
+
+def _predict(server, on_invalid_output: str):
+    from dreamgym_env.config import EnvConfig
+    from dreamgym_env.domains.textworld import TextWorldDomain
+    from dreamgym_env.experience.model import ExperienceModel
+    from dreamgym_env.types import Task
+
+    config = EnvConfig(parse_retries=2, on_invalid_output=on_invalid_output)
+    backend = OpenAIBackend(
+        BackendConfig(base_url=f"http://127.0.0.1:{server.server_port}/v1", model="m", max_tokens=512)
+    )
+    model = ExperienceModel(TextWorldDomain(), backend, config)
+    task = Task(task_id="t", domain="textworld", instruction="win")
+    return asyncio.run(model.apredict(task, [], [], "Room: hall", "look"))
+
+
+def test_an_answer_stopped_by_a_full_context_is_prompt_too_long_and_sent_once():
+    import pytest
+
+    from dreamgym_env.errors import PromptTooLongError
+
+    server, requests = _cut_answer(completion_tokens=48)  # 2000 + 48 filled the context before 512
+    try:
+        with pytest.raises(PromptTooLongError, match="context is full.*history_window"):
+            _predict(server, "fail_state")
+    finally:
+        server.shutdown()
+    assert len(requests) == 1  # never the same failing prompt twice
+
+
+def test_an_answer_cut_at_max_tokens_is_still_an_unparsable_answer_retried():
+    server, requests = _cut_answer(completion_tokens=512)
+    try:
+        prediction = _predict(server, "fail_state")
+    finally:
+        server.shutdown()
+    assert prediction.output is None and "cut at max_tokens" in (prediction.error or "")
+    assert len(requests) == 3

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from dreamgym_env.config import EnvConfig
 from dreamgym_env.domains.base import Domain
-from dreamgym_env.errors import InvalidResponseError, ResponseFormatError
+from dreamgym_env.errors import InvalidResponseError, PromptTooLongError, ResponseFormatError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest, TransitionQuery
 from dreamgym_env.experience.prompt import build_messages
 from dreamgym_env.experience.schema import ExperienceOutput, fixed_answer_schema, output_json_schema
@@ -147,6 +147,11 @@ class ExperienceModel:
                 model_s += time.perf_counter() - start
             else:
                 model_s += completion.latency_s
+                full = _context_full(
+                    completion, getattr(getattr(self.backend, "config", None), "max_tokens", None)
+                )
+                if full:  # the same prompt would fill the context again: never send it twice
+                    raise PromptTooLongError(full)
                 start = time.perf_counter()
                 output, error = _parse(completion, self.config)
                 parse_s += time.perf_counter() - start
@@ -190,6 +195,25 @@ def _strip_controls(value: object) -> object:
     if isinstance(value, dict):
         return {k: _strip_controls(v) for k, v in value.items()}
     return value
+
+
+def _context_full(completion: Completion, budget: int | None) -> str:
+    """Why an answer stopped at the model's context rather than at ``max_tokens`` ("" if it did not).
+
+    A ``length`` finish means one of two things: the answer used its whole ``max_tokens`` budget (a
+    long or rambling answer), or the prompt left less room than that in the served context and the
+    answer hit the end of the context first. Only the token counts tell them apart, and the advice
+    differs: more ``max_tokens`` cannot help the second.
+    """
+    used = completion.completion_tokens
+    if completion.extra.get("finish_reason") != "length" or budget is None or used is None or used >= budget:
+        return ""
+    return (
+        f"The model's context is full: the prompt took {completion.prompt_tokens} tokens, leaving room for "
+        f"{used} of the {budget} answer tokens asked for ({completion.endpoint}). Shorten the prompt "
+        "(lower history_window or top_k) or serve the model with a larger --max-model-len; raising "
+        "max_tokens or parse_retries cannot help."
+    )
 
 
 def _parse(completion: Completion, config: EnvConfig) -> tuple[ExperienceOutput | None, str]:
