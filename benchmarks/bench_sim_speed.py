@@ -38,7 +38,9 @@ from dreamgym_env.serving.shipped import recommended_env_kwargs, serve_shipped_m
 
 def play_real(games: list[str], envs: int, steps: int, seed: int) -> tuple[int, float]:
     """Steps taken and seconds spent by ``envs`` real episodes stepped in turn (resets not timed)."""
-    made = [gym.make("DreamGym/TextWorld-Real-v0", game_files=games, max_steps=steps + 1) for _ in range(envs)]
+    made = [
+        gym.make("DreamGym/TextWorld-Real-v0", game_files=games, max_steps=steps + 1) for _ in range(envs)
+    ]
     rng = np.random.default_rng(seed)
     infos = [env.reset(seed=seed + i)[1] for i, env in enumerate(made)]
     taken, started = 0, time.perf_counter()
@@ -55,7 +57,9 @@ def play_real(games: list[str], envs: int, steps: int, seed: int) -> tuple[int, 
     return taken, seconds
 
 
-def play_sim(games: list[str], envs: int, steps: int, seed: int, sim_kwargs: dict[str, Any]) -> tuple[int, float]:
+def play_sim(
+    games: list[str], envs: int, steps: int, seed: int, sim_kwargs: dict[str, Any]
+) -> tuple[int, float]:
     """Steps taken and seconds spent by a concurrent vector env of ``envs`` simulated episodes."""
     vec = gym.make_vec("DreamGym/TextWorld-v0", num_envs=envs, tasks=tasks_from_games(games), **sim_kwargs)
     rng = np.random.default_rng(seed)
@@ -75,7 +79,9 @@ def summary(rates: list[float]) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--envs", type=int, default=64)
     parser.add_argument("--steps", type=int, default=8, help="Steps per env per repeat.")
     parser.add_argument("--repeats", type=int, default=3)
@@ -124,7 +130,9 @@ def main() -> None:
             server.stop()
         buffer.close()
     ratios = [s / r for s, r in zip(sim_rates, real_rates, strict=True)]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     result = {
         "ratio": statistics.median(sim_rates) / statistics.median(real_rates),
         "ratio_per_repeat": summary(ratios),

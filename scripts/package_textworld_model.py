@@ -151,14 +151,25 @@ def evaluate(run: Path, dest: Path, limit: int | None) -> dict[str, Any]:
         out = run / f"results-{split}"
         shutil.rmtree(out, ignore_errors=True)
         games = build_suite(run / "unseen", train_games=UNSEEN_GAMES, heldout_games=0, seed=UNSEEN_SEED)
-        args = ["eval-fidelity", "--games", games.root, "--buffer", str(run / "buffer.sqlite"), "--out", str(out)]
+        args = [
+            "eval-fidelity",
+            "--games",
+            games.root,
+            "--buffer",
+            str(run / "buffer.sqlite"),
+            "--out",
+            str(out),
+        ]
         if main([*args, "--baseline", "repeat-state", "--baseline", "nearest-transition"]) != 0:
             sys.exit(f"baselines failed on {split}")
         if main([*args, "--base-url", server.base_url, "--model", "textworld", "--max-tokens", "640"]) != 0:
             sys.exit(f"model evaluation failed on {split}")
         metrics[split] = {
             "label": label,
-            **{p.name.removesuffix(".fidelity.json"): json.loads(p.read_text()) for p in out.glob("*.fidelity.json")},
+            **{
+                p.name.removesuffix(".fidelity.json"): json.loads(p.read_text())
+                for p in out.glob("*.fidelity.json")
+            },
         }
         print(f"\n## {label}\n" + (out / "fidelity.md").read_text(encoding="utf-8"), flush=True)
     return metrics

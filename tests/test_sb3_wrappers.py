@@ -87,7 +87,7 @@ def test_text_embedding_is_a_deterministic_box_per_field() -> None:
     assert np.array_equal(obs, again) and env.observation_space.contains(obs)
     task_block = HashingEmbedder(dim=32).embed([info["task"]])[0]
     np.testing.assert_allclose(obs[32:64], task_block, rtol=1e-6)
-    assert info["text_observation"].startswith("-= ")
+    assert info["text_observation"].startswith("Room: ")
     other, _ = env.reset(seed=2)
     assert not np.array_equal(obs, other)
 
@@ -148,3 +148,19 @@ def test_same_training_script_runs_on_real_and_simulated_ids(
     result = train_ppo.main(args)
     assert 0.0 <= result["held_out_games_trained"] <= 1.0 and result["env_id"] == env_id
     assert (out / "success_rate.png").stat().st_size > 0 and (out / "policy.zip").is_file()
+
+
+def test_wrapped_envs_are_remade_from_their_spec():
+    import gymnasium as gym
+
+    import dreamgym_env  # noqa: F401
+    from dreamgym_env.wrappers import DiscreteActions, TextEmbedding
+
+    env = TextEmbedding(DiscreteActions(gym.make("DreamGym/TextWorld-v0", backend="scripted"), 8, "wrap"))
+    assert env.spec is not None
+    again = gym.make(env.spec)
+    assert [w.name for w in again.spec.additional_wrappers] == ["DiscreteActions", "TextEmbedding"]
+    inner = again.env
+    assert isinstance(again, TextEmbedding) and isinstance(inner, DiscreteActions)
+    assert (inner.max_actions, inner.on_invalid) == (8, "wrap")
+    assert again.reset(seed=0)[0].shape == env.reset(seed=0)[0].shape

@@ -117,4 +117,7 @@ def test_naming_a_shipped_model_brings_its_training_settings_and_keywords_still_
     chosen = merge_overrides(None, {"model": "textworld", "top_k": top_k + 2, "max_tokens": 99})
     assert (chosen.top_k, chosen.backend.max_tokens, chosen.history_window) == (top_k + 2, 99, window)
     other = merge_overrides(None, {"model": "someone-elses-model"})
-    assert (other.top_k, other.backend.max_tokens) != (top_k, recommended_env_kwargs("textworld")["max_tokens"])
+    assert (other.top_k, other.backend.max_tokens) != (
+        top_k,
+        recommended_env_kwargs("textworld")["max_tokens"],
+    )

@@ -232,7 +232,6 @@ class TextWorldDomain(Domain):
         thing = str(task.metadata.get("object") or pick(_OBJECTS))
         count = int(rng.integers(1, 4))
         exits = sorted(rng.choice(np.array(TEXTWORLD_DIRECTIONS), size=count, replace=False).tolist())
-        exit_text = " ".join(f"There is an exit to the {d}." for d in exits)
         description = (
             f"Room: {room}\nExits: {', '.join(d for d in TEXTWORLD_DIRECTIONS if d in exits)}\n"
             f"Here: {', '.join(sorted([f'{container} (closed)', f'{supporter} (on: {thing})']))}\n"

@@ -64,9 +64,7 @@ def facts_of(propositions: Iterable[Any], names: dict[str, str] | None = None) -
     """
     out: list[Fact] = []
     for prop in propositions:
-        args = tuple(
-            ((names or {}).get(str(a.name), str(a.name)), str(a.type)) for a in prop.arguments
-        )
+        args = tuple(((names or {}).get(str(a.name), str(a.name)), str(a.type)) for a in prop.arguments)
         out.append((str(prop.name), args))
     return out
 
@@ -170,7 +168,9 @@ def render_facts_state(facts: Iterable[Fact], result: str = "", quest: str = "")
     return text
 
 
-def step_result(before: Iterable[Fact], after: Iterable[Fact], *, won: bool = False, lost: bool = False) -> str:
+def step_result(
+    before: Iterable[Fact], after: Iterable[Fact], *, won: bool = False, lost: bool = False
+) -> str:
     """The first line of a state after a step: what the step did, read off the facts."""
     if won:
         return RESULT_WON
@@ -223,7 +223,11 @@ def render_goal(quests: Sequence[Sequence[Sequence[Fact]]]) -> str:
     for events in quests:
         ways = []
         for event in events:
-            parts = [f"{pred}({', '.join(name for name, _ in args)})" for pred, args in event if pred not in _STATIC]
+            parts = [
+                f"{pred}({', '.join(name for name, _ in args)})"
+                for pred, args in event
+                if pred not in _STATIC
+            ]
             if parts:
                 ways.append("; ".join(parts))
         if ways:

@@ -260,7 +260,9 @@ class TextWorldRealEnv(TextGameEnv):
         if self.state_format != "facts":
             return task
         hidden = {"world": render_world(self._facts), "goal": _game_goal(game)}
-        return task.model_copy(update={"metadata": {**task.metadata, **{k: v for k, v in hidden.items() if v}}})
+        return task.model_copy(
+            update={"metadata": {**task.metadata, **{k: v for k, v in hidden.items() if v}}}
+        )
 
     def _step_state(self, game_state: Mapping[str, Any]) -> str:
         if self.state_format == "facts":
@@ -287,7 +289,10 @@ def _game_goal(game: str) -> str:
     loaded = textworld.Game.load(str(meta))
     names = {key: info.name for key, info in loaded.infos.items() if info.name}
     return render_goal(
-        [[facts_of(event.condition.preconditions, names) for event in quest.win_events] for quest in loaded.quests]
+        [
+            [facts_of(event.condition.preconditions, names) for event in quest.win_events]
+            for quest in loaded.quests
+        ]
     )
 
 

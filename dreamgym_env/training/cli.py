@@ -229,7 +229,9 @@ def add_training_commands(commands: argparse._SubParsersAction) -> None:  # type
     )
     t.add_argument("--threads", type=int, help="Torch CPU threads (fixed: runs repeat bit for bit).")
     t.add_argument(
-        "--save-steps", type=int, help="Checkpoint every N optimizer steps (and when --max-seconds stops the run)."
+        "--save-steps",
+        type=int,
+        help="Checkpoint every N optimizer steps (and when --max-seconds stops the run).",
     )
     t.add_argument(
         "--resume",

@@ -126,7 +126,9 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.save_steps is not None and self.save_steps < 1:
-            raise ConfigError(f"save_steps must be >= 1 (or None to save no checkpoint), got {self.save_steps}.")
+            raise ConfigError(
+                f"save_steps must be >= 1 (or None to save no checkpoint), got {self.save_steps}."
+            )
         if self.from_scratch == (self.base_model is not None):
             raise ConfigError("Give exactly one of base_model (a local model folder) and from_scratch=True.")
         if self.lora and self.from_scratch:
@@ -413,7 +415,9 @@ def _latest_checkpoint(trainer_dir: Path) -> Path | None:
     return max(found, key=lambda p: int(p.name.split("-")[-1]), default=None)
 
 
-def _record_sitting(trainer_dir: Path, state: Any, seconds: float, resumed_from: Path | None) -> list[dict[str, Any]]:
+def _record_sitting(
+    trainer_dir: Path, state: Any, seconds: float, resumed_from: Path | None
+) -> list[dict[str, Any]]:
     """Append this sitting to ``sittings.json`` (kept beside the checkpoints) and return every sitting."""
     path = trainer_dir / "sittings.json"
     sittings: list[dict[str, Any]] = []

@@ -33,7 +33,7 @@ invalid-action path (the state is unchanged, reward 0, the step counts toward tr
 ``"wrap"`` plays admissible action ``index % n``."""
 
 
-class DiscreteActions(gym.Wrapper[Any, Any, Any, Any]):
+class DiscreteActions(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
     """Expose the current state's admissible actions as ``Discrete(max_actions)``.
 
     Action ``i`` plays the ``i``-th entry of ``info["admissible_actions"]`` of the current state, in the
@@ -84,6 +84,7 @@ class DiscreteActions(gym.Wrapper[Any, Any, Any, Any]):
                 "the native vector env's concurrent steps."
             )
         check_discrete_config(max_actions, on_invalid, getattr(env.unwrapped, "domain", None))
+        gym.utils.RecordConstructorArgs.__init__(self, max_actions=max_actions, on_invalid=on_invalid)
         super().__init__(env)
         self.max_actions = max_actions
         self.on_invalid: InvalidIndexPolicy = on_invalid

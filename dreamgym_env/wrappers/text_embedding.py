@@ -30,7 +30,7 @@ can be done here)."""
 _FIELDS: tuple[str, ...] = ("observation", "task", "admissible_actions")
 
 
-class TextEmbedding(gym.Wrapper[Any, Any, Any, Any]):
+class TextEmbedding(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
     """Replace the text observation by its embedding: a ``Box(-1, 1, (len(fields) * dim,), float32)``.
 
     Each entry of ``fields`` is embedded separately and the unit vectors are concatenated, so the
@@ -64,6 +64,7 @@ class TextEmbedding(gym.Wrapper[Any, Any, Any, Any]):
                 "whole batch in one call."
             )
         fields = check_fields(fields)
+        gym.utils.RecordConstructorArgs.__init__(self, embedder=embedder, fields=fields)
         super().__init__(env)
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder(dim=256)
         self.fields = fields
