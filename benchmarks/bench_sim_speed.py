@@ -90,6 +90,10 @@ def main() -> None:
     parser.add_argument("--base-url", help="A served shipped model (default: serve it here).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="Write the result as JSON here.")
+    parser.add_argument("--server-arg", action="append", default=[], help="Extra vLLM server flag (repeatable).")
+    parser.add_argument(
+        "--server-env", action="append", default=[], help="KEY=VALUE for the server's environment (repeatable)."
+    )
     args = parser.parse_args()
 
     suite_dir = args.suite or tempfile.mkdtemp(prefix="sim-speed-")
@@ -101,7 +105,8 @@ def main() -> None:
             buffer.add_many(play_noisy_expert(game, 3, seed=i))
     server = None
     if args.base_url is None:
-        server = serve_shipped_model("textworld")
+        env = dict(item.split("=", 1) for item in args.server_env)
+        server = serve_shipped_model("textworld", extra_args=tuple(args.server_arg), env=env or None)
         args.base_url = server.base_url
     sim_kwargs = {
         "base_url": args.base_url,
@@ -143,6 +148,8 @@ def main() -> None:
         "repeats": args.repeats,
         "games": len(games),
         "commit": commit,
+        "server_args": args.server_arg,
+        "server_env": args.server_env,
     }
     print(json.dumps(result, indent=1))
     if args.out:

@@ -103,6 +103,7 @@ def serve_shipped_model(
     startup_timeout: float = 300.0,
     log_path: str | Path | None = None,
     extra_args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> Any:
     """Start vLLM's OpenAI server for a shipped model, served under its name (``model="textworld"``).
 
@@ -126,4 +127,5 @@ def serve_shipped_model(
         extra_args=extra_args,
         startup_timeout=startup_timeout,
         log_path=log_path,
+        env=env,
     )

@@ -413,6 +413,7 @@ def start_local_model(
     extra_args: Sequence[str],
     startup_timeout: float,
     log_path: str | os.PathLike[str] | None,
+    env: Mapping[str, str] | None = None,
 ) -> VLLMServer:
     """Start a server for a model folder the package built, with :data:`SMOKE_SERVER_ARGS` first."""
     server = VLLMServer(
@@ -421,6 +422,7 @@ def start_local_model(
         port=port,
         max_model_len=max_model_len,
         extra_args=[*SMOKE_SERVER_ARGS, *extra_args],
+        env=env,
         startup_timeout=startup_timeout,
         log_path=log_path,
     )
