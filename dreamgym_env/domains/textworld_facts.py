@@ -81,7 +81,6 @@ class _World:
         self.keys: dict[str, str] = {}  # lock -> key that matches it
         self.exits: dict[str, dict[str, str]] = defaultdict(dict)  # room -> direction -> room
         self.doors: dict[tuple[str, str], str] = {}  # (room, room) -> door
-        self.eaten: set[str] = set()
         self.rooms: list[str] = []
         for pred, args in facts:
             for name, typ in args:
@@ -105,40 +104,31 @@ class _World:
                 self.exits[names[1]][pred[:-3]] = names[0]
             elif pred == "link" and len(args) == 3:
                 self.doors[(names[0], names[2])] = names[1]
-            elif pred == "eaten" and len(args) == 1:
-                self.eaten.add(names[0])
 
-    def thing(self, name: str, *, reveal: bool = False) -> str:
-        """One thing with its state and what it holds (a closed container's contents only if ``reveal``)."""
+    def thing(self, name: str) -> str:
+        """One thing with its state and what it holds (nothing of what a closed container holds)."""
         held = sorted(self.inside.get(name, []))
         state = self.state.get(name)
         notes = [state] if state else []
-        if reveal and name in self.keys:
-            notes.append(f"key: {self.keys[name]}")
-        if held and (state in (None, "open") or reveal):
+        if held and state in (None, "open"):
             word = "on" if self.types.get(name) in _SUPPORTERS else "holds"
-            notes.append(f"{word}: {', '.join(self.thing(h, reveal=reveal) for h in held)}")
+            notes.append(f"{word}: {', '.join(self.thing(h) for h in held)}")
         elif state == "open":
             notes.append("empty")
         return f"{name} ({', '.join(notes)})" if notes else name
 
-    def things_in(self, room: str, *, reveal: bool = False) -> str:
+    def things_in(self, room: str) -> str:
         listed = sorted(t for t in self.at.get(room, []) if self.types.get(t) not in _HIDDEN)
-        return ", ".join(self.thing(t, reveal=reveal) for t in listed) or "nothing"
+        return ", ".join(self.thing(t) for t in listed) or "nothing"
 
-    def exits_of(self, room: str, *, reveal: bool = False) -> str:
+    def exits_of(self, room: str) -> str:
         parts = []
         for direction in DIRECTIONS:
             target = self.exits.get(room, {}).get(direction)
             if target is None:
                 continue
-            label = f"{direction} to {target}" if reveal else direction
             door = self.doors.get((room, target)) or self.doors.get((target, room))
-            if door:
-                state = self.state.get(door, "open")
-                key = self.keys.get(door) if reveal else None
-                label += f" ({door}: {state}, key: {key})" if key else f" ({door}: {state})"
-            parts.append(label)
+            parts.append(f"{direction} ({door}: {self.state.get(door, 'open')})" if door else direction)
         return ", ".join(parts) or "none"
 
     def carrying(self) -> str:
