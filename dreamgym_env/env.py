@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -109,6 +110,8 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
         self.model = ExperienceModel(self.domain, self.backend, self.config)
         self.retriever = retriever
         self.task_sampler = as_task_sampler(tasks if tasks is not None else self.domain.seed_tasks())
+        if tasks is None:
+            _warn_if_untrained_tasks(self.domain, self.config.backend.model)
 
     # ------------------------------------------------------------------ EpisodeEnv hooks
     def _begin(self, options: dict[str, Any]) -> EpisodeStart:
@@ -202,3 +205,21 @@ def _timing_info(prediction: Prediction, retrieve_s: float, total_s: float) -> d
             "parse_s": prediction.parse_s,
         },
     }
+
+
+def _warn_if_untrained_tasks(domain: Domain, model: str | None) -> None:
+    """Warn when a shipped model is asked to simulate the domain's seed tasks, which it was not trained on.
+
+    A shipped model learned the worlds of generated games, each task carrying its layout; the seed tasks'
+    drawn rooms have none, so it would invent the world (and, before this warning, reported success for
+    near-random policies).
+    """
+    from dreamgym_env.serving.shipped import SHIPPED_MODELS
+
+    if model in SHIPPED_MODELS and model == domain.name:
+        warnings.warn(
+            f"The shipped {model!r} experience model was trained on tasks made from generated games "
+            f"(each with its layout), not on {domain.env_id}'s seed tasks: pass tasks=tasks_from_games(games) "
+            "(dreamgym_env.real.textworld), e.g. games from dreamgym_env.real.textworld_suite.build_suite.",
+            stacklevel=3,
+        )

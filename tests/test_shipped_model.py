@@ -121,3 +121,19 @@ def test_naming_a_shipped_model_brings_its_training_settings_and_keywords_still_
         top_k,
         recommended_env_kwargs("textworld")["max_tokens"],
     )
+
+
+def test_the_shipped_model_on_seed_tasks_warns_and_on_game_tasks_does_not():
+    from dreamgym_env.domains.textworld import TextWorldDomain
+    from dreamgym_env.env import DreamGymEnv
+    from dreamgym_env.types import Task
+
+    with pytest.warns(UserWarning, match="tasks_from_games"):
+        DreamGymEnv(TextWorldDomain(), backend="scripted", model="textworld").close()
+    task = Task(task_id="textworld-g", domain="textworld", instruction="win", metadata={"world": "Map: a"})
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DreamGymEnv(TextWorldDomain(), tasks=[task], backend="scripted", model="textworld").close()
+        DreamGymEnv(TextWorldDomain(), backend="scripted", model="someone-elses").close()
