@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=${OUT:-runs/textworld_model}
-STEPS=${STEPS:-3000}
+STEPS=${STEPS:-2000}
 TRAIN_GAMES=${TRAIN_GAMES:-1000}
 HELDOUT_GAMES=${HELDOUT_GAMES:-40}
 EPISODES=${EPISODES:-3}
