@@ -101,7 +101,9 @@ def test_facts_states_are_canonical_and_the_world_stays_hidden(games: list[str])
     assert task is not None and task.metadata["world"] and task.metadata["goal"]
     assert task.metadata["world"] not in first and "goal" not in first.lower()
     room = first.splitlines()[0].removeprefix("Room: ")
-    assert task.metadata["world"].splitlines()[0].startswith(f"{room} | exits: ")  # start room first
+    world = task.metadata["world"].splitlines()
+    assert world[0].startswith(f"Map: {room}: ")  # the start room first
+    assert world[1] == " | ".join(first.splitlines()[:3])  # each room as a state shows it on arrival
     after_look, *_ = env.step("look")
     assert after_look.splitlines()[0] == "Nothing happens."  # look changes no fact
     assert after_look.split("\n", 1)[1] == first.split("\n\n")[0]  # the same world reads the same
