@@ -10,7 +10,7 @@ from typing import Any
 
 from dreamgym_env.buffer.config import BufferConfig, EmbedderConfig
 from dreamgym_env.buffer.loaders import FORMATS, import_files
-from dreamgym_env.buffer.replay_buffer import ReplayBuffer
+from dreamgym_env.buffer.replay_buffer import ReplayBuffer, check_export_target
 from dreamgym_env.errors import StoreError
 from dreamgym_env.storage.urls import is_postgres_url
 
@@ -90,6 +90,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    # Checked before the buffer is opened: an output that is the buffer itself must not be touched.
+    check_export_target(args.output, None if is_postgres_url(args.path) else args.path)
     with _open(args) as buffer:
         n = buffer.export_jsonl(args.output, domain=args.domain, source=args.source)
     print(f"wrote {n} transitions to {args.output}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import logging
+import os
 import secrets
 import threading
 from collections import OrderedDict, defaultdict
@@ -31,7 +32,7 @@ from dreamgym_env.retrieval import RetrievalQuery
 from dreamgym_env.storage.urls import is_postgres_url
 from dreamgym_env.types import Transition
 
-__all__ = ["AddResult", "ReplayBuffer", "ScoredTransition", "dedup_key"]
+__all__ = ["AddResult", "ReplayBuffer", "ScoredTransition", "check_export_target", "dedup_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,69 @@ def dedup_key(transition: Transition, mode: str = "content") -> bytes:
     if mode == "episode":
         parts += [transition.episode_id, str(transition.step)]
     return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).digest()
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
+"""Files SQLite keeps beside a database; writing over one of them loses or corrupts its rows."""
+
+
+def check_export_target(path: str | Path, buffer_path: str | None = None) -> Path:
+    """The file an export may write to, refused before anything is opened for writing.
+
+    An export replaces its target whole, so a target that holds data this package keeps elsewhere
+    would be lost: the buffer being exported (under any name: a link, a relative path), one of
+    SQLite's files beside it, or any other SQLite database (a buffer, a task pool, a recording). A
+    folder that does not exist is not created, so a typo never leaves folders behind.
+
+    Args:
+        path: Where the JSONL would go.
+        buffer_path: The SQLite file being exported, if it is one.
+
+    Raises:
+        StoreError: the target is refused; the message says why and what is accepted.
+    """
+    if not str(path).strip():
+        raise StoreError("the export's destination is empty: give the path of a .jsonl file to write")
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise StoreError(
+            f"{target} is a directory: give the path of a file, e.g. {target / 'transitions.jsonl'}"
+        )
+    if not target.parent.is_dir():
+        what = "is not a directory" if target.parent.exists() else "does not exist"
+        raise StoreError(f"cannot export to {target}: the folder {target.parent} {what} (it is not created)")
+    if buffer_path is not None:
+        if target.exists() and Path(buffer_path).exists() and os.path.samefile(target, buffer_path):
+            raise StoreError(
+                f"{target} is the buffer being exported: give another file for the JSONL (the buffer "
+                "stays as it is)"
+            )
+        resolved = target.resolve()
+        for suffix in _SQLITE_COMPANIONS:
+            if resolved == Path(f"{buffer_path}{suffix}").resolve():
+                raise StoreError(
+                    f"{target} is SQLite's {suffix} file of the buffer being exported: give another file "
+                    "for the JSONL"
+                )
+    if target.exists() and not target.is_file():
+        raise StoreError(
+            f"{target} is not a regular file (a device, a pipe?): an export replaces its file whole, so "
+            "give the path of a .jsonl file"
+        )
+    if target.is_file():
+        try:
+            with target.open("rb") as f:
+                header = f.read(len(_SQLITE_HEADER))
+        except OSError as e:
+            raise StoreError(f"cannot export to {target}: {e.strerror or e}") from e
+        if header == _SQLITE_HEADER:
+            raise StoreError(
+                f"{target} is a SQLite database (a buffer, a task pool or a recording?): export writes "
+                "JSONL and never replaces a database; give a .jsonl file"
+            )
+    # A link is followed: the file it names is replaced, never the link itself.
+    return Path(os.path.realpath(target)) if target.is_symlink() else target
 
 
 class ReplayBuffer:
@@ -580,12 +644,33 @@ class ReplayBuffer:
         return self.store.iter_transitions(domain=domain, source=source)
 
     def export_jsonl(self, path: str | Path, *, domain: str | None = None, source: str | None = None) -> int:
-        """Write transitions in the package's JSONL format (one per line); returns how many."""
+        """Write transitions in the package's JSONL format (one per line); returns how many.
+
+        The lines go to a temporary file beside ``path``, renamed over it once whole: an export that
+        fails part-way (a store error, a full disk) leaves an earlier file at ``path`` as it was and
+        no partial file, and a reader never sees half an export.
+
+        Raises:
+            StoreError: ``path`` is refused (see :func:`check_export_target`) or cannot be written.
+        """
+        target = check_export_target(path, self.config.path if self._local_file() else None)
+        tmp = target.parent / f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         n = 0
-        with Path(path).open("w", encoding="utf-8") as f:
-            for t in self.iter_transitions(domain=domain, source=source):
-                f.write(t.model_dump_json() + "\n")
-                n += 1
+        try:
+            # O_EXCL: never follow or reuse a file already there; 0o666 lets the umask decide the mode,
+            # as for any file the user writes.
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                for t in self.iter_transitions(domain=domain, source=source):
+                    f.write(t.model_dump_json() + "\n")
+                    n += 1
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except OSError as e:
+            raise StoreError(f"cannot write the export to {target}: {e.strerror or e}") from e
+        finally:
+            tmp.unlink(missing_ok=True)
         return n
 
     def __repr__(self) -> str:
