@@ -121,3 +121,115 @@ def test_export_to_a_path_it_cannot_write_is_one_line_and_writes_nothing(
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
     assert files(tmp_path) == before
+
+
+def tables(path) -> set[str]:
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def untouched(folder: Path, before: dict[str, str]) -> bool:
+    """Every file as it was; new files only SQLite's own beside a WAL database it had to read, holding nothing.
+
+    A reader of a WAL database (``mode=ro`` included) makes the ``-shm`` index and an empty ``-wal`` when
+    no other connection has; they change no row and SQLite reuses them.
+    """
+    after = files(folder)
+    new = set(after) - set(before)
+    return all(after.get(name) == digest for name, digest in before.items()) and all(
+        name.endswith("-shm") or (name.endswith("-wal") and (folder / name).stat().st_size == 0)
+        for name in new
+    )
+
+
+def _task_pool(path):
+    from dreamgym_env.curriculum.pool import TaskPool
+    from dreamgym_env.types import Task
+
+    with TaskPool(str(path)) as pool:
+        pool.add_tasks([Task(task_id="t1", domain="webshop", instruction="buy shoes")])
+
+
+def _recording(path):
+    from dreamgym_env import ExperienceOutput, ScriptedBackend
+    from dreamgym_env._event_loop import run_sync
+    from dreamgym_env.experience.backends.base import CompletionRequest
+    from dreamgym_env.experience.backends.recording import record
+
+    answer = ExperienceOutput(reasoning="r", next_state="s", done=False, success=False)
+    backend = record(ScriptedBackend([answer]), path)
+    request = CompletionRequest(messages=[{"role": "user", "content": "hi"}], json_schema={"type": "object"})
+    run_sync(backend.acomplete(request))
+    run_sync(backend.aclose())
+
+
+def _other_database(path):
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+        conn.commit()
+
+
+@pytest.mark.parametrize(
+    ("make", "kind"),
+    [
+        (_task_pool, "a curriculum task pool"),
+        (_recording, "a recording of experience-model calls"),
+        (_other_database, "a SQLite database with the tables notes"),
+    ],
+)
+@pytest.mark.parametrize("command", ["stats", "search", "export"])
+def test_reading_commands_refuse_a_file_that_is_not_a_buffer_and_write_nothing(
+    tmp_path, capsys, make, kind, command
+):
+    """Measured before the fix: `buffer stats` on a task pool or recording added the buffer tables, exit 0."""
+    path = tmp_path / "other.sqlite"
+    make(path)
+    before, before_tables = files(tmp_path), tables(path)
+    argv = {
+        "stats": ["stats", str(path)],
+        "search": ["search", str(path), "--state", "s", "--action", "a"],
+        "export": ["export", str(path), str(tmp_path / "out.jsonl")],
+    }[command]
+    assert main(["buffer", *argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert f"{path} is not a replay buffer: it is {kind}" in err, err
+    assert tables(path) == before_tables
+    assert untouched(tmp_path, before)
+
+
+def test_reading_with_another_embedder_is_refused_instead_of_reembedding(buffer_file, capsys):
+    """Measured before the fix: `stats --dim 64` re-embedded all 6 rows and rewrote the stored embedder."""
+    before = files(buffer_file.parent)
+    assert main(["buffer", "stats", str(buffer_file), "--dim", "64"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert "hashing-v2:dim=256" in err and "hashing-v2:dim=64" in err and "--dim" in err
+    assert untouched(buffer_file.parent, before)
+    with closing(sqlite3.connect(f"file:{buffer_file}?mode=ro", uri=True)) as conn:
+        assert (
+            conn.execute("SELECT value FROM meta WHERE key = 'embedder'")
+            .fetchone()[0]
+            .startswith("hashing-v2:dim=256")
+        )
+
+
+def test_reading_commands_leave_the_buffer_as_it_was(buffer_file, tmp_path, capsys):
+    before = files(buffer_file.parent)
+    assert main(["buffer", "stats", str(buffer_file), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["transitions"] == 6
+    assert main(["buffer", "search", str(buffer_file), "--state", "item 2", "--action", "click[item 2]"]) == 0
+    assert main(["buffer", "export", str(buffer_file), str(tmp_path / "out.jsonl")]) == 0
+    assert untouched(buffer_file.parent, before)
+
+
+def test_a_read_only_buffer_refuses_writes(buffer_file):
+    before = files(buffer_file.parent)
+    with ReplayBuffer.open(buffer_file, read_only=True) as buffer:
+        assert len(buffer) == 6 and buffer.retrieve(tr(4).state, tr(4).action, 1)[0].action == "click[item 4]"
+        with pytest.raises(StoreError, match="read-only"):
+            buffer.add(tr(100))
+    assert untouched(buffer_file.parent, before)
+    with pytest.raises(StoreError, match="does not exist"):
+        ReplayBuffer.open(buffer_file.parent / "missing.sqlite", read_only=True)
+    assert not (buffer_file.parent / "missing.sqlite").exists()

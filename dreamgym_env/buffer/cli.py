@@ -18,7 +18,11 @@ __all__ = ["add_buffer_commands"]
 
 
 def _open(args: argparse.Namespace, *, create: bool = False) -> ReplayBuffer:
-    """Open the buffer at ``args.path``; only a command that writes (``create=True``) may make one."""
+    """Open the buffer at ``args.path``; only a command that writes (``create=True``) may make one.
+
+    The reading commands open it read-only, so they never change the file: not a table added to a
+    file that is not a buffer, not a row re-embedded for another ``--embedder``, not a snapshot saved.
+    """
     if not create and not is_postgres_url(args.path) and args.path != ":memory:":
         path = Path(args.path)
         if not path.exists():
@@ -36,7 +40,11 @@ def _open(args: argparse.Namespace, *, create: bool = False) -> ReplayBuffer:
     if args.dim:
         embedder["dim"] = args.dim
     config = BufferConfig(
-        path=args.path, create=create, embedder=EmbedderConfig(**embedder), dedup=args.dedup
+        path=args.path,
+        create=create,
+        read_only=not create,
+        embedder=EmbedderConfig(**embedder),
+        dedup=args.dedup,
     )
     return ReplayBuffer(config)
 

@@ -166,12 +166,22 @@ class ReplayBuffer:
         self._lock = threading.RLock()
         self._key_cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._seen_version: int | None = None  # the store's data_version when the index last caught up
-        if not self.config.create and self._local_file() and not Path(self.config.path).exists():
+        reading = "read_only=True" if self.config.read_only else "create=False"
+        if (
+            (not self.config.create or self.config.read_only)
+            and self._local_file()
+            and not Path(self.config.path).exists()
+        ):
             raise StoreError(
-                f"replay buffer {self.config.path} does not exist (opened with create=False, which reads "
+                f"replay buffer {self.config.path} does not exist (opened with {reading}, which reads "
                 "an existing buffer and never makes an empty one); check the path"
             )
-        self.store: Store = open_store(self.config.path, self.config.busy_timeout_s, self.config.synchronous)
+        self.store: Store = open_store(
+            self.config.path,
+            self.config.busy_timeout_s,
+            self.config.synchronous,
+            read_only=self.config.read_only,
+        )
         self._closed = False
         try:
             self._check_embedder()
@@ -202,6 +212,13 @@ class ReplayBuffer:
     def _persistent(self) -> bool:
         return self._local_file() and self.config.index.persist
 
+    def _check_writable(self) -> None:
+        if self.config.read_only:
+            raise StoreError(
+                f"the replay buffer {self.store.path} was opened read-only (read_only=True) and takes no "
+                "writes; open it without read_only to add to it"
+            )
+
     def _check_embedder(self) -> None:
         """Re-embed every stored row, in one transaction, when the embedder changed since the file was written.
 
@@ -213,6 +230,15 @@ class ReplayBuffer:
         stored = self.store.get_meta("embedder")
         if stored == signature:
             return
+        if self.config.read_only:
+            if stored is None:  # never written with any embedder: nothing to re-embed
+                return
+            raise StoreError(
+                f"{self.store.path} was embedded with {stored}, and this buffer's embedder is {signature}: "
+                "reading it with another embedder would re-embed every row, which a read-only buffer "
+                "does not do; open it with the embedder it was built with (on the command line: "
+                "--embedder, --embedding-model, --dim)"
+            )
         with self.store.transaction():
             if stored is not None and self.store.count() > 0:
                 for batch in self.store.iter_pairs():
@@ -252,6 +278,16 @@ class ReplayBuffer:
             self.embedder.signature,
         )
         fixed: dict[int, np.ndarray] = {}
+        if self.config.read_only:  # mended in memory only: a read-only buffer leaves the file as it is
+            chunk = self.store.get(wrong)
+            vectors = embed_pairs(
+                self.embedder,
+                [chunk[i].state for i in wrong],
+                [chunk[i].action for i in wrong],
+                self.config.embedder.action_weight,
+            )
+            fixed.update(zip(wrong, vectors, strict=True))
+            return np.stack([fixed.get(r.id, r.embedding) for r in rows])
         with self.store.transaction():
             for start in range(0, len(wrong), 4096):
                 chunk = self.store.get(wrong[start : start + 4096])
@@ -287,6 +323,7 @@ class ReplayBuffer:
                 self.store.get_meta(_SNAPSHOT_TOKEN) or None,
                 self.store.max_id(),
                 self.store.max_eviction_seq(),
+                tidy=not self.config.read_only,
             )
         eviction_seq = self.store.max_eviction_seq()
         if loaded:
@@ -314,7 +351,7 @@ class ReplayBuffer:
             return
         with self._lock:
             try:
-                if self._persistent():
+                if self._persistent() and not self.config.read_only:
                     self.save_index()
             except StoreError as e:  # a snapshot is only a shortcut: the next open rebuilds the index
                 logger.warning("Replay buffer (%s): index not saved on close: %s", self.store.path, e)
@@ -325,6 +362,7 @@ class ReplayBuffer:
     def save_index(self) -> None:
         """Snapshot the approximate shards now, so a reopen only adds rows committed after this point."""
         with self._lock:
+            self._check_writable()
             self._sync()
             if not self._local_file():
                 raise ConfigError("an in-memory or PostgreSQL buffer has no file to save its index next to")
@@ -432,6 +470,7 @@ class ReplayBuffer:
         Returns:
             How many were stored, skipped as duplicates, filtered by the policy, and evicted.
         """
+        self._check_writable()
         counts = {"filtered": 0}
 
         def batches() -> Iterator[list[Transition]]:
