@@ -90,7 +90,10 @@ class Recording(ScriptedBackend):
 
 
 class OneAtATime:
-    """A plain Retriever over a buffer: no batch methods, so sub-envs query and write one by one."""
+    """A Retriever over a buffer without ``retrieve_many``: sub-envs query one by one.
+
+    Its writes go through ``add_many``, which a vector env needs to store a step all or nothing.
+    """
 
     def __init__(self, buffer):
         self.buffer = buffer
@@ -100,6 +103,41 @@ class OneAtATime:
 
     def add(self, transition):
         self.buffer.add(transition)
+
+    def add_many(self, transitions, *, apply_policy=False):
+        return self.buffer.add_many(transitions, apply_policy=apply_policy)
+
+
+class ListRetriever:
+    """A plain Retriever (``retrieve`` and ``add`` only) whose ``add`` fails once, at call ``fail_at``."""
+
+    def __init__(self, fail_at=None):
+        self.items, self.calls, self.fail_at = [], 0, fail_at
+
+    def retrieve(self, state, action, k, *, domain=None, exclude_episode=None):
+        return [t for t in self.items if t.episode_id != exclude_episode][:k]
+
+    def add(self, transition):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise StoreError("the list is full")
+        self.items.append(transition)
+
+
+def test_a_vector_env_refuses_a_retriever_that_cannot_store_a_step_at_once():
+    """Measured before the fix: with add failing at the 3rd of 4 sub-envs, 2 rows stayed written and the
+    retried step stored them again (6 rows for 4 steps)."""
+    with pytest.raises(ConfigError, match=r"ListRetriever has no add_many.*store_transitions='none'"):
+        DreamGymVectorEnv(ToyDomain(), num_envs=4, backend=ScriptedBackend(), retriever=ListRetriever(3))
+    # Only retrieving from it needs no transaction.
+    retriever = ListRetriever()
+    retriever.items = [t for t in _seeded_buffer().iter_transitions()]
+    envs = DreamGymVectorEnv(
+        ToyDomain(), num_envs=4, backend=Recording(), retriever=retriever, store_transitions="none", top_k=2
+    )
+    envs.reset(seed=0)
+    envs.step(["go[1]"] * 4)
+    assert retriever.calls == 0 and any("Similar real transitions" in p for p in envs.backend.prompts)
 
 
 def _seeded_buffer():
