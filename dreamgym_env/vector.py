@@ -8,6 +8,7 @@ envs costs about one model round trip while vLLM batches the N requests, in one 
 from __future__ import annotations
 
 import contextlib
+import numbers
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -137,6 +138,9 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         max_episode_steps: int | None = None,
         **overrides: Any,
     ) -> None:
+        for name, count in (("num_envs", num_envs), ("group_size", group_size)):
+            if isinstance(count, bool) or not isinstance(count, numbers.Integral):
+                raise ConfigError(f"{name} must be a positive int, got {count!r}.")
         if num_envs < 1:
             raise ConfigError(f"num_envs must be at least 1, got {num_envs}.")
         if group_size < 1 or num_envs % group_size:

@@ -233,3 +233,13 @@ def test_a_read_only_buffer_refuses_writes(buffer_file):
     with pytest.raises(StoreError, match="does not exist"):
         ReplayBuffer.open(buffer_file.parent / "missing.sqlite", read_only=True)
     assert not (buffer_file.parent / "missing.sqlite").exists()
+
+
+@pytest.mark.parametrize("k", ["-1", "0", "x", "1.5"])
+def test_search_refuses_a_k_that_is_not_a_positive_int(buffer_file, capsys, k):
+    """Measured before the fix: `-k -1` exited 0 with "no transitions match"."""
+    with pytest.raises(SystemExit) as caught:
+        main(["buffer", "search", str(buffer_file), "--state", "s", "--action", "a", "-k", k])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument -k: must be a positive integer" in err and "Traceback" not in err

@@ -76,6 +76,28 @@ def test_spaces_and_validation():
     assert isinstance(envs.step(["stop"] * 3)[1], np.ndarray)
 
 
+@pytest.mark.parametrize(
+    ("keyword", "value"),
+    [
+        ("num_envs", True),  # measured before the fix: TypeError from gymnasium's batch_space
+        ("num_envs", "2"),  # before: TypeError ('<' between str and int)
+        ("num_envs", None),
+        ("num_envs", 2.0),
+        ("num_envs", 1.5),
+        ("group_size", True),
+        ("group_size", "1"),
+    ],
+)
+def test_a_wrongly_typed_count_is_a_config_error(keyword, value):
+    import gymnasium as gym
+
+    import dreamgym_env  # noqa: F401 - registers the ids
+
+    kwargs = {"num_envs": 2, keyword: value}
+    with pytest.raises(ConfigError, match=rf"{keyword} must be a positive int, got {value!r}"):
+        gym.make_vec("DreamGym/WebShop-v0", backend="scripted", **kwargs)
+
+
 class Recording(ScriptedBackend):
     """The scripted model, keeping every request's prompt. Its latency lets every sub-env send its request
     before any answer comes back, as with a real server, so no sub-env sees another's write of this step."""

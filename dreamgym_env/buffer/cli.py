@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dreamgym_env._argtypes import positive_int
 from dreamgym_env.buffer.config import BufferConfig, EmbedderConfig
 from dreamgym_env.buffer.loaders import FORMATS, import_files
 from dreamgym_env.buffer.replay_buffer import ReplayBuffer, check_export_target
@@ -149,7 +150,7 @@ def add_buffer_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     p = commands.add_parser("search", parents=[common], help="top-k transitions similar to a (state, action)")
     p.add_argument("--state", required=True)
     p.add_argument("--action", required=True)
-    p.add_argument("-k", type=int, default=4)
+    p.add_argument("-k", type=positive_int, default=4, help="how many transitions (default 4)")
     p.add_argument("--domain")
     p.add_argument("--exclude-episode")
     p.add_argument("--json", action="store_true", help="print JSON")
