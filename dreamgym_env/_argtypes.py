@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-__all__ = ["bounded_int", "positive_int"]
+__all__ = ["bounded_int", "path", "positive_int", "text"]
 
 
 def bounded_int(low: int, high: int | None = None, *, what: str | None = None) -> Callable[[str], int]:
@@ -32,3 +32,31 @@ def bounded_int(low: int, high: int | None = None, *, what: str | None = None) -
 
 positive_int = bounded_int(1, what="a positive integer")
 """Counts and sizes: 1, 2, ..."""
+
+
+def text(value: str) -> str:
+    """An argparse ``type``: non-empty text that UTF-8 can carry (no lone surrogate from undecodable bytes).
+
+    For values that go into prompts, searches and stored rows, where such a character fails late, as
+    an encoding error deep inside. A path is not checked with it: a file name may be any bytes.
+    """
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise argparse.ArgumentTypeError(
+            f"is not UTF-8 text (it holds {ascii(value[e.start])} at position {e.start}); give UTF-8 text"
+        ) from None
+    return value
+
+
+def path(value: str) -> str:
+    """An argparse ``type``: a non-empty path.
+
+    ``""`` would otherwise mean the current folder (every file in it, to a loader) or, to SQLite, a
+    throwaway database that vanishes with the command.
+    """
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty: give a path")
+    return value

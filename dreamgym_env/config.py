@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import os
 import re
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from pydantic import (
@@ -38,9 +38,10 @@ from pydantic_core import PydanticCustomError
 from dreamgym_env._secrets import MASK, Redacted, redact_text, redact_url, split_userinfo
 from dreamgym_env.errors import ConfigError
 
-__all__ = ["BackendConfig", "EnvConfig", "merge_overrides"]
+__all__ = ["BackendConfig", "EnvConfig", "merge_overrides", "validated"]
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
+M = TypeVar("M", bound=BaseModel)
 _SCHEME_OF = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
@@ -188,7 +189,12 @@ class BackendConfig(BaseModel):
     max_concurrency: int = Field(256, ge=1, description="Requests in flight at once, per process.")
     temperature: float = Field(0.7, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
-    max_tokens: int = Field(1024, ge=1, description="Generation budget for one transition.")
+    max_tokens: int = Field(
+        1024,
+        ge=1,
+        le=2**31 - 1,  # servers read it as a 32-bit int: a larger one fails every request, not the config
+        description="Generation budget for one transition.",
+    )
     send_seed: bool = Field(
         False,
         description="Send each request's seed (drawn from the env's RNG) as vLLM's per-request `seed`, making "
@@ -333,6 +339,18 @@ def merge_overrides(config: EnvConfig | None, overrides: dict[str, Any]) -> EnvC
                 else:
                     chosen[key] = value
         return EnvConfig.model_validate(chosen)
+    except ValidationError as e:
+        raise ConfigError(f"Invalid configuration: {_describe(e)}") from e
+
+
+def validated(cls: type[M], /, **fields: Any) -> M:
+    """``cls(**fields)``, with its validation errors as one :class:`ConfigError` that quotes no secret.
+
+    For code that builds a config from values a user typed (the command line's flags): a bad value is
+    then the package's error, naming each field and what it accepts, not pydantic's.
+    """
+    try:
+        return cls(**fields)
     except ValidationError as e:
         raise ConfigError(f"Invalid configuration: {_describe(e)}") from e
 

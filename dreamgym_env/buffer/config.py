@@ -137,8 +137,9 @@ class BufferConfig(BaseModel):
         path: SQLite file (created if missing), ``":memory:"`` for a throwaway buffer, or a PostgreSQL
             URL (``postgresql://user:password@host:5432/dbname``, needs the ``postgres`` extra) for one
             buffer shared by every process of a cluster.
-        create: Create a missing SQLite file (default). ``False`` makes a missing file an error, for
-            tools that only read a buffer and must not leave an empty one behind.
+        create: Create a missing SQLite file (default). ``False`` makes a missing file an error, and a
+            file without the buffer's tables (a task pool, a recording) too, for tools that work on an
+            existing buffer and must not leave an empty one behind.
         read_only: Open an existing SQLite buffer for reading only (SQLite's ``mode=ro``), for tools
             that must leave the file as it was (``dreamgym buffer stats|search|export``): a file that
             is not a buffer is refused, saying what it is; an embedder other than the file's is refused

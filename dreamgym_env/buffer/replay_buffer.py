@@ -181,6 +181,7 @@ class ReplayBuffer:
             self.config.busy_timeout_s,
             self.config.synchronous,
             read_only=self.config.read_only,
+            create=self.config.create,
         )
         self._closed = False
         try:

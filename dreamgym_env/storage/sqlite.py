@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 from dreamgym_env.errors import StoreError
 
-__all__ = ["Synchronous", "open_sqlite", "rollback", "write_transaction"]
+__all__ = ["Synchronous", "database_kind", "open_sqlite", "rollback", "table_names", "write_transaction"]
 
 Synchronous = Literal["NORMAL", "FULL"]
 
@@ -110,6 +110,31 @@ def open_sqlite(
             conn.close()
         raise
     return conn
+
+
+def table_names(conn: sqlite3.Connection) -> set[str]:
+    """The tables of the database ``conn`` is open on."""
+    return {str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def database_kind(tables: set[str]) -> str:
+    """What a SQLite file holding ``tables`` is, in words, by the tables each store of the package makes.
+
+    For the message of a reader given the wrong file ("pool.sqlite is not a replay buffer: it is a
+    curriculum task pool"), which a reader must refuse rather than add its own tables to.
+    """
+    kinds = []
+    if {"meta", "transitions", "evictions"} <= tables:
+        kinds.append("a replay buffer")
+    if "curriculum_tasks" in tables:
+        kinds.append("a curriculum task pool")
+    if "calls" in tables:
+        kinds.append("a recording of experience-model calls")
+    if kinds:
+        return " and ".join(kinds)
+    if not tables:
+        return "an empty SQLite database"
+    return f"a SQLite database with the tables {', '.join(sorted(tables))}"
 
 
 def _read_only_uri(location: str) -> str:
