@@ -9,6 +9,8 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from dreamgym_env._argtypes import bounded_int, text
+
 __all__ = ["build_parser", "main"]
 
 # Sub-command groups contributed by subpackages: (module, function adding the sub-parsers).
@@ -32,9 +34,15 @@ def _cmd_envs(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    from dreamgym_env.errors import ConfigError
     from dreamgym_env.serving import serve_smoke_model
     from dreamgym_env.serving.shipped import SHIPPED_MODELS, recommended_env_kwargs, serve_shipped_model
 
+    if args.model is not None and args.model not in SHIPPED_MODELS:  # before anything starts
+        raise ConfigError(
+            f"--model {args.model!r} is not a model shipped with the package; shipped: "
+            f"{', '.join(sorted(SHIPPED_MODELS))} (or --smoke)"
+        )
     if args.model:
         server = serve_shipped_model(args.model, port=args.port)
         kwargs = ", ".join(f"{k}={v!r}" for k, v in recommended_env_kwargs(args.model).items())
@@ -89,11 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     which = serve.add_mutually_exclusive_group()
     which.add_argument("--smoke", action="store_true", help="Build (once) and serve the tiny smoke model.")
-    which.add_argument("--model", help="Serve a model shipped with the package (textworld).")
-    serve.add_argument("--port", type=int, default=8000)
+    which.add_argument("--model", type=text, help="Serve a model shipped with the package (textworld).")
+    serve.add_argument("--port", type=bounded_int(1, 65535), default=8000)
     serve.add_argument(
         "--train-steps",
-        type=int,
+        type=bounded_int(1, 1_000_000),
         default=None,
         help="Smoke model optimizer steps, if it has to be built (default: the builder's, under a minute).",
     )

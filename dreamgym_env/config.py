@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import base64
 import os
-from typing import Any, Literal
-from urllib.parse import unquote
+import re
+from typing import Any, Literal, TypeVar
+from urllib.parse import unquote, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -32,13 +33,16 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
-from dreamgym_env._secrets import MASK, Redacted, redact_text, split_userinfo
+from dreamgym_env._secrets import MASK, Redacted, redact_text, redact_url, split_userinfo
 from dreamgym_env.errors import ConfigError
 
-__all__ = ["BackendConfig", "EnvConfig", "merge_overrides"]
+__all__ = ["BackendConfig", "EnvConfig", "merge_overrides", "validated"]
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
+M = TypeVar("M", bound=BaseModel)
+_SCHEME_OF = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
 def _env_base_urls() -> list[str]:
@@ -55,6 +59,78 @@ def _split_urls(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [str(u.secret if isinstance(u, Redacted) else u).rstrip("/") for u in value]
     return value
+
+
+_URL_HELP = (
+    "Accepted: http:// or https:// URLs with a host and an optional port 1-65535 (http://host:port/v1), "
+    "several separated by commas; percent-encode a comma, '@', '/', '#', ':', '%' or a space inside a "
+    "user name or password (%2C, %40, %2F, %23, %3A, %25, %20)"
+)
+_USERINFO = re.compile(r"(?:[A-Za-z0-9\-._~!$&'()*+,;=:]|%[0-9A-Fa-f]{2})*")
+"""RFC 3986 userinfo: unreserved characters, sub-delimiters, ':' and percent-encoded bytes."""
+_HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9\-_.]*[A-Za-z0-9])?\.?")
+
+
+def _url_problem(url: str, *, show: bool) -> str | None:
+    """What is wrong with one endpoint URL (``None`` when nothing is), in words that hold no secret.
+
+    Checked when the config is made, so a URL no client can use fails there, with this message,
+    instead of at the first step with the HTTP client's (which quotes the text it could not read,
+    a piece of a password included). ``show`` says whether the URL's host and port may be quoted: not
+    when the configured value holds credentials anywhere, since a comma in a password splits it into
+    pieces that each look like a URL.
+    """
+    scheme = _SCHEME_OF.match(url)
+    if scheme is None:
+        return "has no scheme"
+    if scheme.group(1).lower() not in ("http", "https"):
+        return f"scheme {scheme.group(1)!r} is not http or https"
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "is not a URL (an unclosed '[' of an IPv6 address?)"
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if at and not _USERINFO.fullmatch(userinfo):
+        return "its user name or password holds characters a URL cannot carry as they are"
+    host = parts.hostname or ""
+    if not host:
+        return "has no host"
+    if not (hostport.startswith("[") or _HOST_NAME.fullmatch(host) or _idna_host(host)):
+        return "is not a host name" + (f" ({host!r})" if show else "")
+    try:
+        port = parts.port
+    except ValueError:
+        port_text = hostport.rpartition("]")[2].rpartition(":")[2]
+        if not port_text.isdigit():
+            return "its port is not a number"
+        port = int(port_text)
+    if port is not None and not 1 <= port <= 65535:
+        return f"port {port} is out of range 1-65535" if show else "its port is out of range 1-65535"
+    return None
+
+
+def _idna_host(host: str) -> bool:
+    """Whether ``host`` is an internationalised domain name the HTTP client can encode."""
+    try:
+        ascii_host = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return False
+    return _HOST_NAME.fullmatch(ascii_host) is not None
+
+
+def _check_urls(urls: list[str]) -> None:
+    """Raise on the first URL :func:`_url_problem` refuses, naming it by position and safe parts only."""
+    show = not any("@" in u for u in urls)
+    for position, url in enumerate(urls, start=1):
+        problem = _url_problem(url, show=show)
+        if problem is None:
+            continue
+        scheme = _SCHEME_OF.match(url)
+        shown = redact_url(url) if show else f"{scheme.group(0) if scheme else ''}{MASK}"
+        message = f"base_url entry {position} of {len(urls)} ({shown}) {problem}. {_URL_HELP}"
+        # A lone surrogate (a host name from undecodable bytes) is shown escaped: messages are UTF-8.
+        message = message.encode("utf-8", "backslashreplace").decode("utf-8")
+        raise PydanticCustomError("url_invalid", "{message}", {"message": message})
 
 
 def _env_api_key() -> SecretStr:
@@ -113,7 +189,12 @@ class BackendConfig(BaseModel):
     max_concurrency: int = Field(256, ge=1, description="Requests in flight at once, per process.")
     temperature: float = Field(0.7, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
-    max_tokens: int = Field(1024, ge=1, description="Generation budget for one transition.")
+    max_tokens: int = Field(
+        1024,
+        ge=1,
+        le=2**31 - 1,  # servers read it as a 32-bit int: a larger one fails every request, not the config
+        description="Generation budget for one transition.",
+    )
     send_seed: bool = Field(
         False,
         description="Send each request's seed (drawn from the env's RNG) as vLLM's per-request `seed`, making "
@@ -134,6 +215,7 @@ class BackendConfig(BaseModel):
         urls = _split_urls(data["base_url"]) if "base_url" in data else _env_base_urls()
         if not isinstance(urls, list):
             return data  # not URLs at all: the field's own validation says so
+        _check_urls(urls)
         pairs = [split_userinfo(u) for u in urls]
         clean = [url for url, _ in pairs]
         found = [info for _, info in pairs]
@@ -227,7 +309,10 @@ def merge_overrides(config: EnvConfig | None, overrides: dict[str, Any]) -> EnvC
     Raises:
         ConfigError: an unknown keyword or an invalid value; the message lists what is accepted.
     """
-    base = config or EnvConfig()
+    try:  # the defaults read DREAMGYM_BASE_URL, which may be wrong
+        base = config or EnvConfig()
+    except ValidationError as e:
+        raise ConfigError(f"Invalid configuration: {_describe(e)}") from e
     env_fields = set(EnvConfig.model_fields) - {"backend"}
     backend_fields = set(BackendConfig.model_fields)
     env_kw: dict[str, Any] = {}
@@ -258,6 +343,18 @@ def merge_overrides(config: EnvConfig | None, overrides: dict[str, Any]) -> EnvC
         raise ConfigError(f"Invalid configuration: {_describe(e)}") from e
 
 
+def validated(cls: type[M], /, **fields: Any) -> M:
+    """``cls(**fields)``, with its validation errors as one :class:`ConfigError` that quotes no secret.
+
+    For code that builds a config from values a user typed (the command line's flags): a bad value is
+    then the package's error, naming each field and what it accepts, not pydantic's.
+    """
+    try:
+        return cls(**fields)
+    except ValidationError as e:
+        raise ConfigError(f"Invalid configuration: {_describe(e)}") from e
+
+
 def _shipped_defaults(model: str | None) -> dict[str, Any]:
     """The prompt settings a shipped model was trained with, when ``model`` names one (else nothing).
 
@@ -271,18 +368,22 @@ def _shipped_defaults(model: str | None) -> dict[str, Any]:
     return {k: v for k, v in recommended_env_kwargs(model).items() if k != "model"}
 
 
-_SECRET_FIELDS = {"api_key", "endpoint_auth"}
+_SECRET_FIELDS = {"api_key", "endpoint_auth", "base_url"}
+"""Fields whose value is never quoted in an error: a key, or URLs that may carry one."""
 
 
 def _describe(error: ValidationError) -> str:
-    """Each problem as ``field: message (got VALUE)``, where the value is never a secret."""
+    """Each problem as ``field: message (got VALUE)``, where the value is never a secret.
+
+    A problem of the whole config (no field) quotes nothing: its input is every field, URLs included.
+    """
     lines = []
     for problem in error.errors(include_url=False):
         where = ".".join(str(part) for part in problem["loc"]) or "config"
         line = f"{where}: {problem['msg']}"
         if problem["loc"] and problem["loc"][0] in _SECRET_FIELDS:
             line += f" (got a {type(problem.get('input')).__name__}; the value is not shown)"
-        elif "input" in problem:
+        elif "input" in problem and problem["loc"]:
             line += f" (got {repr(problem['input'])[:200]})"
         lines.append(line)
     return f"{error.error_count()} problem(s): " + "; ".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from collections.abc import Sequence
@@ -140,9 +141,16 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
             episode_id=self._episode_id,
         )
         extra = _timing_info(prediction, retrieve_s, time.perf_counter() - started)
+        # A step given up after its answers came back: the backend hears they were not used.
+        forget = functools.partial(self.backend.discard, prediction.completions)
         output = prediction.output
         if output is None:  # on_invalid_output == "fail_state": the world stays as it was
-            return WorldStep(self._state, extra={"model_error": prediction.error, **extra}, changed=False)
+            return WorldStep(
+                self._state,
+                extra={"model_error": prediction.error, **extra},
+                changed=False,
+                on_discard=forget,
+            )
         success = output.done and output.success
         return WorldStep(
             output.next_state,
@@ -152,6 +160,7 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
             admissible_actions=list(output.admissible_actions),
             reasoning=output.reasoning,
             extra=extra,
+            on_discard=forget,
         )
 
     def _store(self, transition: Transition) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -86,6 +86,8 @@ class WorldStep:
         reasoning: The experience model's reasoning ("" for real engines).
         changed: False when the world did not move (rejected action, unparsable model answer): the
             state, history and admissible actions stay, and no transition is stored.
+        on_discard: Undoes what asking the world left outside the env (a recording's entries of the
+            model's answers), called once if the step is discarded instead of committed.
     """
 
     state: str
@@ -97,6 +99,7 @@ class WorldStep:
     extra: dict[str, Any] = field(default_factory=dict)
     reasoning: str = ""
     changed: bool = True
+    on_discard: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -283,9 +286,14 @@ class EpisodeEnv(gym.Env[str, str]):
         return self._pending(action, outcome, rng_state)
 
     def discard(self, pending: PendingStep) -> None:
-        """Give up a proposed step: the env's RNG goes back to where it was before :meth:`apropose`."""
+        """Give up a proposed step: the RNG as before :meth:`apropose`, the world told it was not used.
+
+        The world hears it through :attr:`WorldStep.on_discard` (a recording forgets the answers).
+        """
         if pending.rng_state is not None and self._is_current(pending):
             self.np_random.bit_generator.state = pending.rng_state
+        if pending.outcome.on_discard is not None:
+            pending.outcome.on_discard()
 
     def proposed_transition(self, pending: PendingStep) -> Transition | None:
         """The transition :meth:`commit` would store for ``pending`` (``None`` if the state stays)."""

@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from pydantic import ValidationError
 
 from dreamgym_env.errors import DomainError
+from dreamgym_env.spaces import text_problem
 from dreamgym_env.types import Task
 
 __all__ = ["TaskList", "TaskSampler", "as_task_sampler", "resolve_task"]
@@ -58,24 +60,51 @@ def as_task_sampler(tasks: Sequence[Task] | TaskSampler) -> TaskSampler:
     return TaskList(list(tasks))
 
 
+_ACCEPTED = "a Task, a dict of Task fields (instruction, and optionally task_id, metadata), a task id or an instruction"
+
+
 def resolve_task(spec: Any, domain: str, sampler: TaskSampler) -> Task:
     """Turn ``reset(options={"task": spec})`` into a Task.
 
     Accepts a :class:`Task`, a dict of Task fields, a task id the sampler lists (any sampler with a
-    ``get(task_id)`` method), or free instruction text.
+    ``get(task_id)`` method), or free instruction text. The instruction and id must be text (no
+    control characters or lone surrogates): they are hashed, sent to the model and stored.
+
+    Raises:
+        DomainError: anything else, an invalid dict, an empty instruction or one that is not text.
     """
     if isinstance(spec, Task):
-        return spec
-    if isinstance(spec, dict):
-        return Task.model_validate({"domain": domain, "task_id": spec.get("task_id", "custom"), **spec})
-    if isinstance(spec, str):
+        task = spec
+    elif isinstance(spec, dict):
+        try:
+            task = Task.model_validate({"domain": domain, "task_id": spec.get("task_id", "custom"), **spec})
+        except ValidationError as e:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in p['loc']) or 'task'}: {p['msg']}"
+                for p in e.errors(include_url=False)
+            )
+            raise DomainError(f"options['task'] as a dict: {problems}. Accepted: {_ACCEPTED}.") from None
+    elif isinstance(spec, str):
+        _check_text("instruction", spec)
         getter = getattr(sampler, "get", None)  # TaskList, CurriculumSampler: pin a listed task by id
         listed = getter(spec) if callable(getter) else None
         if listed is not None:
             return listed
         digest = hashlib.sha1(spec.encode()).hexdigest()[:12]
         return Task(task_id=f"user-{digest}", domain=domain, instruction=spec, source="user")
-    raise DomainError(
-        f"options['task'] must be a Task, a dict of Task fields, a task id or an instruction string; "
-        f"got {type(spec).__name__}."
-    )
+    else:
+        raise DomainError(f"options['task'] must be {_ACCEPTED} string; got {type(spec).__name__}.")
+    _check_text("instruction", task.instruction)
+    _check_text("task_id", task.task_id)
+    return task
+
+
+def _check_text(field: str, value: str) -> None:
+    """Refuse an empty value or one that is not text, naming the offending character by code point."""
+    if not value.strip():
+        raise DomainError(f"options['task'] {field} is empty; give the task's {field} as text.")
+    problem = text_problem(value)
+    if problem is not None:
+        raise DomainError(
+            f"options['task'] {field} is not text: {problem}. Accepted: {_ACCEPTED} in plain text."
+        )

@@ -8,7 +8,8 @@ envs costs about one model round trip while vLLM batches the N requests, in one 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import numbers
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,15 +31,21 @@ from dreamgym_env.types import Task, Transition
 __all__ = ["DreamGymVectorEnv"]
 
 
+def _stores_in_batches(retriever: Retriever | None) -> bool:
+    """Whether ``retriever`` can store a step's transitions in one call (``add_many``)."""
+    return callable(getattr(retriever, "add_many", None))
+
+
 class _StepBatch:
     """The sub-envs' retriever: one batched search and one write transaction per vector step.
 
     Within a step it answers from the batch and keeps the sub-envs' writes for the end of the step;
     outside one it passes calls straight through. Per transition, most of a retrieval's cost is fixed (an embedding call, SQLite round trips, a write
-    transaction), so serving N sub-envs with one of each divides it by about N.
+    transaction), so serving N sub-envs with one of each divides it by about N. A retriever with
+    ``add_many`` but no ``retrieve_many`` is searched once per sub-env, and still written once a step.
     """
 
-    def __init__(self, inner: BatchRetriever) -> None:
+    def __init__(self, inner: Retriever) -> None:
         self.inner = inner
         self._answers: dict[RetrievalQuery, list[Transition]] = {}
         self._pending: list[Transition] | None = None
@@ -66,7 +73,9 @@ class _StepBatch:
     @contextlib.contextmanager
     def step(self, queries: list[RetrievalQuery]) -> Iterator[None]:
         """Answer ``queries`` now; store what the sub-envs add when the step succeeds, nothing if it fails."""
-        self._answers = dict(zip(queries, self.inner.retrieve_many(queries), strict=True)) if queries else {}
+        self._answers = {}
+        if queries and isinstance(self.inner, BatchRetriever):
+            self._answers = dict(zip(queries, self.inner.retrieve_many(queries), strict=True))
         self._pending = []
         try:
             yield
@@ -75,7 +84,8 @@ class _StepBatch:
             raise
         pending, self._pending, self._answers = self._pending, None, {}
         if pending:
-            self.inner.add_many(pending, apply_policy=True)
+            add_many: Callable[..., Any] = self.inner.add_many  # type: ignore[attr-defined]
+            add_many(pending, apply_policy=True)
 
 
 class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
@@ -101,7 +111,11 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
             registered limit unless given). Each sub-env truncates at the smaller of it and
             ``max_steps``; ``None`` or ``-1`` leaves ``max_steps`` alone.
         tasks, retriever, backend, config, **overrides: as for :class:`DreamGymEnv`; one backend
-            (one connection pool, one concurrency bound) serves every sub-env.
+            (one connection pool, one concurrency bound) serves every sub-env. A step's transitions
+            are stored all or nothing, so a retriever that stores them (``store_transitions="all"``,
+            the default) needs ``add_many(transitions, apply_policy=True)`` committing them as one
+            transaction (a :class:`~dreamgym_env.buffer.ReplayBuffer` has it); one with ``retrieve``
+            and ``add`` only is refused, unless ``store_transitions="none"``.
 
     Example:
         >>> envs = gymnasium.make_vec("DreamGym/WebShop-v0", num_envs=32, model="my-model")
@@ -124,6 +138,9 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         max_episode_steps: int | None = None,
         **overrides: Any,
     ) -> None:
+        for name, count in (("num_envs", num_envs), ("group_size", group_size)):
+            if isinstance(count, bool) or not isinstance(count, numbers.Integral):
+                raise ConfigError(f"{name} must be a positive int, got {count!r}.")
         if num_envs < 1:
             raise ConfigError(f"num_envs must be at least 1, got {num_envs}.")
         if group_size < 1 or num_envs % group_size:
@@ -145,11 +162,21 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         limit = _step_limit(cfg.max_steps or domain.max_steps, max_episode_steps)
         if limit != cfg.max_steps:
             cfg = cfg.model_copy(update={"max_steps": limit})
+        if retriever is not None and cfg.store_transitions == "all" and not _stores_in_batches(retriever):
+            raise ConfigError(
+                "A vector env stores each step's transitions all or nothing, in one "
+                "add_many(transitions, apply_policy=True) call its retriever commits as one transaction; "
+                f"{type(retriever).__name__} has no add_many, so a failed add would leave part of a step "
+                "stored and the retried step would store it again. Give a ReplayBuffer (or add add_many "
+                "to the retriever), or pass store_transitions='none' to only retrieve from it."
+            )
         self._owns_backend = backend is None
         self.backend = backend if backend is not None else make_backend(cfg.backend)
         sampler = as_task_sampler(tasks if tasks is not None else domain.seed_tasks())
         self.retriever = retriever
-        self._batch = _StepBatch(retriever) if isinstance(retriever, BatchRetriever) else None
+        self._batch = (
+            _StepBatch(retriever) if retriever is not None and _stores_in_batches(retriever) else None
+        )
         self.envs = [
             DreamGymEnv(
                 domain,

@@ -6,7 +6,13 @@ from gymnasium.utils.env_checker import check_env
 
 import dreamgym_env
 from dreamgym_env import DreamGymEnv, ExperienceOutput, ScriptedBackend
-from dreamgym_env.errors import ConfigError, DreamGymError, InvalidActionError, ResponseFormatError
+from dreamgym_env.errors import (
+    ConfigError,
+    DomainError,
+    DreamGymError,
+    InvalidActionError,
+    ResponseFormatError,
+)
 from dreamgym_env.types import Transition
 from tests._toy import ToyDomain
 
@@ -357,3 +363,26 @@ def test_is_success_and_the_stored_transition_carry_what_training_needs():
     env.reset(seed=1)
     env.step("bad action")
     assert env.last_transition is None  # a rejected action stores nothing
+
+
+@pytest.mark.parametrize(
+    ("task", "message"),
+    [
+        # Measured before the fix: UnicodeEncodeError from hashing the instruction.
+        ("caf\udce9", "it holds a lone surrogate (not encodable as UTF-8), U+DCE9, at position 3"),
+        ("beep\x07", "it holds a control character, U+0007, at position 4"),
+        ("", "is empty"),
+        # Measured before the fix: a bare pydantic ValidationError.
+        ({"foo": 1}, "options['task'] as a dict: instruction: Field required"),
+        ({"instruction": 3}, "instruction: Input should be a valid string"),
+        ({"instruction": "ok", "task_id": "caf\udce9"}, "task_id"),
+        (3, "got int"),
+    ],
+)
+def test_a_bad_task_option_is_a_domain_error(task, message):
+    env = make()
+    with pytest.raises(DomainError) as caught:
+        env.reset(seed=0, options={"task": task})
+    assert message in str(caught.value), str(caught.value)
+    str(caught.value).encode("utf-8")  # the message itself is printable text
+    env.reset(seed=0, options={"task": "Reach room 2"})  # the env is still usable

@@ -1,13 +1,21 @@
 import pickle
 import sqlite3
+from contextlib import closing
 
 import gymnasium as gym
 import pytest
 
 import dreamgym_env
-from dreamgym_env import BackendConfig, CompletionRequest, DreamGymEnv, ExperienceOutput, ScriptedBackend
+from dreamgym_env import (
+    BackendConfig,
+    CompletionRequest,
+    DreamGymEnv,
+    DreamGymVectorEnv,
+    ExperienceOutput,
+    ScriptedBackend,
+)
 from dreamgym_env._event_loop import run_sync
-from dreamgym_env.errors import ConfigError, ReplayMissError
+from dreamgym_env.errors import ConfigError, ReplayMissError, ServerUnreachableError
 from dreamgym_env.experience.backends.openai_http import OpenAIBackend
 from dreamgym_env.experience.backends.recording import (
     RecordingBackend,
@@ -18,6 +26,7 @@ from dreamgym_env.experience.backends.recording import (
     sampling_settings,
 )
 from tests._toy import ToyDomain
+from tests.test_vector import FailOnce
 
 # Wall-clock measurements of this run: the only info field a replay does not reproduce.
 TIMING_FIELDS = ("timing",)
@@ -231,6 +240,76 @@ def test_pickles_for_subprocess_vector_envs(tmp_path):
     assert clone.mode == "record" and clone.path == backend.path
     assert run_sync(replay(path).acomplete(request())).text
     assert dreamgym_env.replay is replay and dreamgym_env.record is record
+
+
+def _single_trace(env, seed, actions):
+    trace = [env.reset(seed=seed)[0]]
+    trace += [env.step(action)[0] for action in actions]
+    return trace
+
+
+def test_a_single_step_that_failed_and_was_retried_replays(tmp_path):
+    """Measured before the fix: the retried request was stored as occurrence 1; a fresh replay asked for
+    occurrence 0 and raised ReplayMissError ("recorded with other settings ()")."""
+    path = tmp_path / "run.sqlite"
+    env = DreamGymEnv(ToyDomain(), backend=record(FailOnce(1), path))
+    recorded = [env.reset(seed=3)[0], env.step("go[1]")[0]]
+    with pytest.raises(ServerUnreachableError):
+        env.step("go[2]")
+    recorded += [env.step("go[2]")[0], env.step("go[3]")[0]]
+    assert [c.occurrence for c in read_recording(path)] == [0, 0, 0]
+    assert (
+        _single_trace(DreamGymEnv(ToyDomain(), backend=replay(path)), 3, ["go[1]", "go[2]", "go[3]"])
+        == recorded
+    )
+
+
+def test_a_vector_step_that_failed_part_way_records_what_the_retry_committed(tmp_path):
+    """8 sub-envs, the server dies after 5 answers, the step is retried: 8 recorded calls, which replay.
+
+    Measured before the fix: 13 recorded calls for 8 steps, the 5 early answers stored twice.
+    """
+    actions = ["go[1]", "go[2]", "go[3]", "go[1]", "go[2]", "go[3]", "go[1]", "go[2]"]
+    path = tmp_path / "vec.sqlite"
+    envs = DreamGymVectorEnv(ToyDomain(), num_envs=8, backend=record(FailOnce(5), path))
+    trace = [envs.reset(seed=5)[0]]
+    with pytest.raises(ServerUnreachableError):
+        envs.step(actions)
+    trace += [envs.step(actions)[0] for _ in range(2)]
+    calls = list(read_recording(path))
+    assert len(calls) == 16 and {c.occurrence for c in calls} == {0}
+    player = DreamGymVectorEnv(ToyDomain(), num_envs=8, backend=replay(path))
+    assert [player.reset(seed=5)[0]] + [player.step(actions)[0] for _ in range(2)] == trace
+
+
+def test_a_discarded_answer_is_forgotten_and_asked_again(tmp_path):
+    """An answer the caller did not use (its step was given up) is removed, and its occurrence reused."""
+    path = tmp_path / "run.sqlite"
+    answers = [
+        ExperienceOutput(reasoning="r", next_state=f"answer {i}", done=False, success=False) for i in range(3)
+    ]
+    recorder = record(ScriptedBackend(answers), path)
+    first = run_sync(recorder.acomplete(request()))
+    recorder.discard([first])
+    recorder.discard([first])  # twice is once
+    kept = run_sync(recorder.acomplete(request()))
+    assert kept.extra["recording"]["occurrence"] == 0 and kept.text != first.text
+    assert [(c.occurrence, c.completion.text) for c in read_recording(path)] == [(0, kept.text)]
+
+
+def test_a_miss_of_a_request_recorded_fewer_times_says_so(tmp_path):
+    """Not "recorded with other settings ()": the settings are the same, the occurrence is not."""
+    path = tmp_path / "run.sqlite"
+    recorder = record(echo(), path)
+    run_sync(recorder.acomplete(request()))
+    run_sync(recorder.aclose())
+    with closing(sqlite3.connect(path)) as conn:  # as a recording by an older version could hold it
+        conn.execute("UPDATE calls SET occurrence = 1")
+        conn.commit()
+    with pytest.raises(ReplayMissError) as caught:
+        run_sync(replay(path).acomplete(request()))
+    assert "recorded only as occurrence 1, and the run now sends it as occurrence 0" in str(caught.value)
+    assert "other settings" not in str(caught.value)
 
 
 # ---------------------------------------------------------------------------------------------- live server

@@ -449,6 +449,28 @@ def test_a_yaml_alias_bomb_fails_fast_with_a_clear_message(tmp_path, capsys):
     assert "aliases" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("text", "alias", "line"),
+    [
+        ("loop: &l [*l]\n", "l", 2),  # a list holding itself
+        ("tasks:\n  - &me {id: a, instruction: x, metadata: {self: *me}}\n", "me", 3),  # a mapping
+        ("outer: &out\n  inner: [1, {deeper: *out}]\n", "out", 2),  # through a nested value
+    ],
+)
+def test_a_recursive_yaml_alias_is_a_domain_error_naming_it(tmp_path, capsys, text, alias, line):
+    """Measured before the fix: a bare `ValueError: Circular reference detected` from both entry points."""
+    path = tmp_path / "loop.yaml"
+    path.write_text("name: loop_desk\n" + text)
+    expected = f"loop.yaml:{line}: the alias *{alias} refers to the value it is part of"
+    with pytest.raises(DomainError, match=re.escape(expected)):
+        load_spec(path)
+    with pytest.raises(DomainError, match=re.escape(expected)):
+        register_domain(path)
+    assert run_cli("domain", "check", str(path)) == 1
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err and err.count("\n") == 1
+
+
 def test_a_few_yaml_aliases_are_still_accepted(tmp_path):
     text = "\n".join(
         [

@@ -76,6 +76,28 @@ def test_spaces_and_validation():
     assert isinstance(envs.step(["stop"] * 3)[1], np.ndarray)
 
 
+@pytest.mark.parametrize(
+    ("keyword", "value"),
+    [
+        ("num_envs", True),  # measured before the fix: TypeError from gymnasium's batch_space
+        ("num_envs", "2"),  # before: TypeError ('<' between str and int)
+        ("num_envs", None),
+        ("num_envs", 2.0),
+        ("num_envs", 1.5),
+        ("group_size", True),
+        ("group_size", "1"),
+    ],
+)
+def test_a_wrongly_typed_count_is_a_config_error(keyword, value):
+    import gymnasium as gym
+
+    import dreamgym_env  # noqa: F401 - registers the ids
+
+    kwargs = {"num_envs": 2, keyword: value}
+    with pytest.raises(ConfigError, match=rf"{keyword} must be a positive int, got {value!r}"):
+        gym.make_vec("DreamGym/WebShop-v0", backend="scripted", **kwargs)
+
+
 class Recording(ScriptedBackend):
     """The scripted model, keeping every request's prompt. Its latency lets every sub-env send its request
     before any answer comes back, as with a real server, so no sub-env sees another's write of this step."""
@@ -90,7 +112,10 @@ class Recording(ScriptedBackend):
 
 
 class OneAtATime:
-    """A plain Retriever over a buffer: no batch methods, so sub-envs query and write one by one."""
+    """A Retriever over a buffer without ``retrieve_many``: sub-envs query one by one.
+
+    Its writes go through ``add_many``, which a vector env needs to store a step all or nothing.
+    """
 
     def __init__(self, buffer):
         self.buffer = buffer
@@ -100,6 +125,41 @@ class OneAtATime:
 
     def add(self, transition):
         self.buffer.add(transition)
+
+    def add_many(self, transitions, *, apply_policy=False):
+        return self.buffer.add_many(transitions, apply_policy=apply_policy)
+
+
+class ListRetriever:
+    """A plain Retriever (``retrieve`` and ``add`` only) whose ``add`` fails once, at call ``fail_at``."""
+
+    def __init__(self, fail_at=None):
+        self.items, self.calls, self.fail_at = [], 0, fail_at
+
+    def retrieve(self, state, action, k, *, domain=None, exclude_episode=None):
+        return [t for t in self.items if t.episode_id != exclude_episode][:k]
+
+    def add(self, transition):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise StoreError("the list is full")
+        self.items.append(transition)
+
+
+def test_a_vector_env_refuses_a_retriever_that_cannot_store_a_step_at_once():
+    """Measured before the fix: with add failing at the 3rd of 4 sub-envs, 2 rows stayed written and the
+    retried step stored them again (6 rows for 4 steps)."""
+    with pytest.raises(ConfigError, match=r"ListRetriever has no add_many.*store_transitions='none'"):
+        DreamGymVectorEnv(ToyDomain(), num_envs=4, backend=ScriptedBackend(), retriever=ListRetriever(3))
+    # Only retrieving from it needs no transaction.
+    retriever = ListRetriever()
+    retriever.items = [t for t in _seeded_buffer().iter_transitions()]
+    envs = DreamGymVectorEnv(
+        ToyDomain(), num_envs=4, backend=Recording(), retriever=retriever, store_transitions="none", top_k=2
+    )
+    envs.reset(seed=0)
+    envs.step(["go[1]"] * 4)
+    assert retriever.calls == 0 and any("Similar real transitions" in p for p in envs.backend.prompts)
 
 
 def _seeded_buffer():

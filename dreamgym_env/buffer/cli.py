@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from dreamgym_env._argtypes import bounded_int, path, text
 from dreamgym_env.buffer.config import BufferConfig, EmbedderConfig
-from dreamgym_env.buffer.loaders import FORMATS, import_files
-from dreamgym_env.buffer.replay_buffer import ReplayBuffer
+from dreamgym_env.buffer.loaders import FORMATS, expand_inputs, import_files
+from dreamgym_env.buffer.replay_buffer import ReplayBuffer, check_export_target
+from dreamgym_env.config import validated
 from dreamgym_env.errors import StoreError
 from dreamgym_env.storage.urls import is_postgres_url
 
@@ -18,7 +21,11 @@ __all__ = ["add_buffer_commands"]
 
 
 def _open(args: argparse.Namespace, *, create: bool = False) -> ReplayBuffer:
-    """Open the buffer at ``args.path``; only a command that writes (``create=True``) may make one."""
+    """Open the buffer at ``args.path``; only a command that writes (``create=True``) may make one.
+
+    The reading commands open it read-only, so they never change the file: not a table added to a
+    file that is not a buffer, not a row re-embedded for another ``--embedder``, not a snapshot saved.
+    """
     if not create and not is_postgres_url(args.path) and args.path != ":memory:":
         path = Path(args.path)
         if not path.exists():
@@ -35,13 +42,27 @@ def _open(args: argparse.Namespace, *, create: bool = False) -> ReplayBuffer:
         embedder["base_url"] = args.embedding_base_url
     if args.dim:
         embedder["dim"] = args.dim
-    config = BufferConfig(
-        path=args.path, create=create, embedder=EmbedderConfig(**embedder), dedup=args.dedup
+    config = validated(
+        BufferConfig,
+        path=args.path,
+        create=create,
+        read_only=not create,
+        embedder=validated(EmbedderConfig, **embedder),
+        dedup=args.dedup,
     )
     return ReplayBuffer(config)
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
+    # Every input is checked before the buffer is opened, which creates it: a typo leaves no file.
+    inputs = expand_inputs(args.files)
+    buffer_file = Path(args.path)
+    if buffer_file.is_file():
+        for source in inputs:
+            if source.is_file() and os.path.samefile(source, buffer_file):
+                raise StoreError(
+                    f"{source} is the buffer being imported into: give the trajectory files to import"
+                )
     with _open(args, create=True) as buffer:
         report = import_files(
             buffer, args.files, args.format, domain=args.domain, strict=args.strict, progress=not args.quiet
@@ -90,6 +111,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    # Checked before the buffer is opened: an output that is the buffer itself must not be touched.
+    check_export_target(args.output, None if is_postgres_url(args.path) else args.path)
     with _open(args) as buffer:
         n = buffer.export_jsonl(args.output, domain=args.domain, source=args.source)
     print(f"wrote {n} transitions to {args.output}")
@@ -100,19 +123,28 @@ def add_buffer_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     """Add the ``buffer`` command and its ``import``, ``stats``, ``search`` and ``export`` subcommands."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "path", help="buffer file (SQLite; `import` creates it if missing, the other commands need it)"
+        "path",
+        type=path,
+        help="buffer file (SQLite; `import` creates it if missing, the other commands need it)",
     )
     common.add_argument(
         "--embedder",
         choices=["hashing", "sentence-transformers", "openai"],
         default="hashing",
-        help="embedder (must match the one the buffer was built with, or every row is re-embedded)",
+        help="embedder (the one the buffer was built with: for another, import re-embeds every row and "
+        "the reading commands refuse it)",
     )
-    common.add_argument("--embedding-model", help="model path or name for sentence-transformers/openai")
     common.add_argument(
-        "--embedding-base-url", help="endpoint of the openai embedder (e.g. http://127.0.0.1:8000/v1)"
+        "--embedding-model", type=text, help="model path or name for sentence-transformers/openai"
     )
-    common.add_argument("--dim", type=int, help="dimension of the hashing embedder (default 256)")
+    common.add_argument(
+        "--embedding-base-url",
+        type=text,
+        help="endpoint of the openai embedder (e.g. http://127.0.0.1:8000/v1)",
+    )
+    common.add_argument(
+        "--dim", type=bounded_int(8, 65536), help="dimension of the hashing embedder, 8-65536 (default 256)"
+    )
     common.add_argument("--dedup", choices=["content", "episode"], default="content", help="duplicate rule")
 
     buffer = subparsers.add_parser("buffer", help="manage an experience replay buffer")
@@ -121,9 +153,9 @@ def add_buffer_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     )
 
     p = commands.add_parser("import", parents=[common], help="import real trajectory files")
-    p.add_argument("files", nargs="+", help="files or directories to import")
+    p.add_argument("files", nargs="+", type=path, help="files or directories to import")
     p.add_argument("--format", default="auto", choices=["auto", *sorted(FORMATS)], help="input format")
-    p.add_argument("--domain", help="domain to assign (overrides the loader's)")
+    p.add_argument("--domain", type=text, help="domain to assign (overrides the loader's)")
     p.add_argument(
         "--strict",
         action="store_true",
@@ -137,16 +169,21 @@ def add_buffer_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     p.set_defaults(func=_cmd_stats)
 
     p = commands.add_parser("search", parents=[common], help="top-k transitions similar to a (state, action)")
-    p.add_argument("--state", required=True)
-    p.add_argument("--action", required=True)
-    p.add_argument("-k", type=int, default=4)
-    p.add_argument("--domain")
-    p.add_argument("--exclude-episode")
+    p.add_argument("--state", type=text, required=True)
+    p.add_argument("--action", type=text, required=True)
+    p.add_argument(
+        "-k",
+        type=bounded_int(1, 10_000, what="a positive integer up to 10000"),
+        default=4,
+        help="how many transitions (default 4)",
+    )
+    p.add_argument("--domain", type=text)
+    p.add_argument("--exclude-episode", type=text)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_search)
 
     p = commands.add_parser("export", parents=[common], help="write transitions as JSONL (the import format)")
     p.add_argument("output", help="destination .jsonl file")
-    p.add_argument("--domain")
+    p.add_argument("--domain", type=text)
     p.add_argument("--source", choices=["offline", "sim", "real"])
     p.set_defaults(func=_cmd_export)

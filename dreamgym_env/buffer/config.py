@@ -137,8 +137,14 @@ class BufferConfig(BaseModel):
         path: SQLite file (created if missing), ``":memory:"`` for a throwaway buffer, or a PostgreSQL
             URL (``postgresql://user:password@host:5432/dbname``, needs the ``postgres`` extra) for one
             buffer shared by every process of a cluster.
-        create: Create a missing SQLite file (default). ``False`` makes a missing file an error, for
-            tools that only read a buffer and must not leave an empty one behind.
+        create: Create a missing SQLite file (default). ``False`` makes a missing file an error, and a
+            file without the buffer's tables (a task pool, a recording) too, for tools that work on an
+            existing buffer and must not leave an empty one behind.
+        read_only: Open an existing SQLite buffer for reading only (SQLite's ``mode=ro``), for tools
+            that must leave the file as it was (``dreamgym buffer stats|search|export``): a file that
+            is not a buffer is refused, saying what it is; an embedder other than the file's is refused
+            instead of re-embedding every row; no index snapshot is saved or tidied; writes raise
+            :class:`~dreamgym_env.errors.StoreError`. A missing file is an error, whatever ``create``.
         embedder: The embedder; changing it on an existing file re-embeds every row on open.
         index: The vector index.
         store_policy: Which transitions ``add`` keeps (see :data:`StorePolicy`). Imports through
@@ -158,6 +164,7 @@ class BufferConfig(BaseModel):
 
     path: str = ":memory:"
     create: bool = True
+    read_only: bool = False
     embedder: EmbedderConfig = Field(default_factory=EmbedderConfig)
     index: IndexConfig = Field(default_factory=IndexConfig)
     store_policy: StorePolicy = "all"

@@ -682,7 +682,7 @@ class ShardedIndex:
         return removed
 
     def load(
-        self, directory: Path, token: str | None, max_id: int, max_eviction_seq: int
+        self, directory: Path, token: str | None, max_id: int, max_eviction_seq: int, *, tidy: bool = True
     ) -> dict[str, tuple[int, int]]:
         """Load the snapshot of each domain that the database's last save wrote, if its kind is wanted.
 
@@ -692,13 +692,17 @@ class ShardedIndex:
         (a snapshot of a deleted or replaced file, of a restored older copy) is left for :meth:`prune`
         and the shard is rebuilt from the store.
 
+        ``tidy`` also deletes the temporary files of killed saves; a read-only buffer, which must
+        leave the files as they are, passes ``False``.
+
         Returns:
             domain -> (watermark, eviction sequence) of each loaded shard.
         """
         loaded: dict[str, tuple[int, int]] = {}
         if not directory.is_dir():
             return loaded
-        self.remove_stale_temporaries(directory)
+        if tidy:
+            self.remove_stale_temporaries(directory)
         best: dict[str, tuple[int, int, str, Path]] = {}
         rejected: list[str] = []
         for path in directory.iterdir():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import logging
+import os
 import secrets
 import threading
 from collections import OrderedDict, defaultdict
@@ -31,7 +32,7 @@ from dreamgym_env.retrieval import RetrievalQuery
 from dreamgym_env.storage.urls import is_postgres_url
 from dreamgym_env.types import Transition
 
-__all__ = ["AddResult", "ReplayBuffer", "ScoredTransition", "dedup_key"]
+__all__ = ["AddResult", "ReplayBuffer", "ScoredTransition", "check_export_target", "dedup_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +77,69 @@ def dedup_key(transition: Transition, mode: str = "content") -> bytes:
     return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).digest()
 
 
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
+"""Files SQLite keeps beside a database; writing over one of them loses or corrupts its rows."""
+
+
+def check_export_target(path: str | Path, buffer_path: str | None = None) -> Path:
+    """The file an export may write to, refused before anything is opened for writing.
+
+    An export replaces its target whole, so a target that holds data this package keeps elsewhere
+    would be lost: the buffer being exported (under any name: a link, a relative path), one of
+    SQLite's files beside it, or any other SQLite database (a buffer, a task pool, a recording). A
+    folder that does not exist is not created, so a typo never leaves folders behind.
+
+    Args:
+        path: Where the JSONL would go.
+        buffer_path: The SQLite file being exported, if it is one.
+
+    Raises:
+        StoreError: the target is refused; the message says why and what is accepted.
+    """
+    if not str(path).strip():
+        raise StoreError("the export's destination is empty: give the path of a .jsonl file to write")
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise StoreError(
+            f"{target} is a directory: give the path of a file, e.g. {target / 'transitions.jsonl'}"
+        )
+    if not target.parent.is_dir():
+        what = "is not a directory" if target.parent.exists() else "does not exist"
+        raise StoreError(f"cannot export to {target}: the folder {target.parent} {what} (it is not created)")
+    if buffer_path is not None:
+        if target.exists() and Path(buffer_path).exists() and os.path.samefile(target, buffer_path):
+            raise StoreError(
+                f"{target} is the buffer being exported: give another file for the JSONL (the buffer "
+                "stays as it is)"
+            )
+        resolved = target.resolve()
+        for suffix in _SQLITE_COMPANIONS:
+            if resolved == Path(f"{buffer_path}{suffix}").resolve():
+                raise StoreError(
+                    f"{target} is SQLite's {suffix} file of the buffer being exported: give another file "
+                    "for the JSONL"
+                )
+    if target.exists() and not target.is_file():
+        raise StoreError(
+            f"{target} is not a regular file (a device, a pipe?): an export replaces its file whole, so "
+            "give the path of a .jsonl file"
+        )
+    if target.is_file():
+        try:
+            with target.open("rb") as f:
+                header = f.read(len(_SQLITE_HEADER))
+        except OSError as e:
+            raise StoreError(f"cannot export to {target}: {e.strerror or e}") from e
+        if header == _SQLITE_HEADER:
+            raise StoreError(
+                f"{target} is a SQLite database (a buffer, a task pool or a recording?): export writes "
+                "JSONL and never replaces a database; give a .jsonl file"
+            )
+    # A link is followed: the file it names is replaced, never the link itself.
+    return Path(os.path.realpath(target)) if target.is_symlink() else target
+
+
 class ReplayBuffer:
     """Stores transitions durably and retrieves the top-k most similar to a (state, action).
 
@@ -102,12 +166,23 @@ class ReplayBuffer:
         self._lock = threading.RLock()
         self._key_cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._seen_version: int | None = None  # the store's data_version when the index last caught up
-        if not self.config.create and self._local_file() and not Path(self.config.path).exists():
+        reading = "read_only=True" if self.config.read_only else "create=False"
+        if (
+            (not self.config.create or self.config.read_only)
+            and self._local_file()
+            and not Path(self.config.path).exists()
+        ):
             raise StoreError(
-                f"replay buffer {self.config.path} does not exist (opened with create=False, which reads "
+                f"replay buffer {self.config.path} does not exist (opened with {reading}, which reads "
                 "an existing buffer and never makes an empty one); check the path"
             )
-        self.store: Store = open_store(self.config.path, self.config.busy_timeout_s, self.config.synchronous)
+        self.store: Store = open_store(
+            self.config.path,
+            self.config.busy_timeout_s,
+            self.config.synchronous,
+            read_only=self.config.read_only,
+            create=self.config.create,
+        )
         self._closed = False
         try:
             self._check_embedder()
@@ -138,6 +213,13 @@ class ReplayBuffer:
     def _persistent(self) -> bool:
         return self._local_file() and self.config.index.persist
 
+    def _check_writable(self) -> None:
+        if self.config.read_only:
+            raise StoreError(
+                f"the replay buffer {self.store.path} was opened read-only (read_only=True) and takes no "
+                "writes; open it without read_only to add to it"
+            )
+
     def _check_embedder(self) -> None:
         """Re-embed every stored row, in one transaction, when the embedder changed since the file was written.
 
@@ -149,6 +231,15 @@ class ReplayBuffer:
         stored = self.store.get_meta("embedder")
         if stored == signature:
             return
+        if self.config.read_only:
+            if stored is None:  # never written with any embedder: nothing to re-embed
+                return
+            raise StoreError(
+                f"{self.store.path} was embedded with {stored}, and this buffer's embedder is {signature}: "
+                "reading it with another embedder would re-embed every row, which a read-only buffer "
+                "does not do; open it with the embedder it was built with (on the command line: "
+                "--embedder, --embedding-model, --dim)"
+            )
         with self.store.transaction():
             if stored is not None and self.store.count() > 0:
                 for batch in self.store.iter_pairs():
@@ -188,6 +279,16 @@ class ReplayBuffer:
             self.embedder.signature,
         )
         fixed: dict[int, np.ndarray] = {}
+        if self.config.read_only:  # mended in memory only: a read-only buffer leaves the file as it is
+            chunk = self.store.get(wrong)
+            vectors = embed_pairs(
+                self.embedder,
+                [chunk[i].state for i in wrong],
+                [chunk[i].action for i in wrong],
+                self.config.embedder.action_weight,
+            )
+            fixed.update(zip(wrong, vectors, strict=True))
+            return np.stack([fixed.get(r.id, r.embedding) for r in rows])
         with self.store.transaction():
             for start in range(0, len(wrong), 4096):
                 chunk = self.store.get(wrong[start : start + 4096])
@@ -223,6 +324,7 @@ class ReplayBuffer:
                 self.store.get_meta(_SNAPSHOT_TOKEN) or None,
                 self.store.max_id(),
                 self.store.max_eviction_seq(),
+                tidy=not self.config.read_only,
             )
         eviction_seq = self.store.max_eviction_seq()
         if loaded:
@@ -250,7 +352,7 @@ class ReplayBuffer:
             return
         with self._lock:
             try:
-                if self._persistent():
+                if self._persistent() and not self.config.read_only:
                     self.save_index()
             except StoreError as e:  # a snapshot is only a shortcut: the next open rebuilds the index
                 logger.warning("Replay buffer (%s): index not saved on close: %s", self.store.path, e)
@@ -261,6 +363,7 @@ class ReplayBuffer:
     def save_index(self) -> None:
         """Snapshot the approximate shards now, so a reopen only adds rows committed after this point."""
         with self._lock:
+            self._check_writable()
             self._sync()
             if not self._local_file():
                 raise ConfigError("an in-memory or PostgreSQL buffer has no file to save its index next to")
@@ -368,6 +471,7 @@ class ReplayBuffer:
         Returns:
             How many were stored, skipped as duplicates, filtered by the policy, and evicted.
         """
+        self._check_writable()
         counts = {"filtered": 0}
 
         def batches() -> Iterator[list[Transition]]:
@@ -580,12 +684,33 @@ class ReplayBuffer:
         return self.store.iter_transitions(domain=domain, source=source)
 
     def export_jsonl(self, path: str | Path, *, domain: str | None = None, source: str | None = None) -> int:
-        """Write transitions in the package's JSONL format (one per line); returns how many."""
+        """Write transitions in the package's JSONL format (one per line); returns how many.
+
+        The lines go to a temporary file beside ``path``, renamed over it once whole: an export that
+        fails part-way (a store error, a full disk) leaves an earlier file at ``path`` as it was and
+        no partial file, and a reader never sees half an export.
+
+        Raises:
+            StoreError: ``path`` is refused (see :func:`check_export_target`) or cannot be written.
+        """
+        target = check_export_target(path, self.config.path if self._local_file() else None)
+        tmp = target.parent / f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         n = 0
-        with Path(path).open("w", encoding="utf-8") as f:
-            for t in self.iter_transitions(domain=domain, source=source):
-                f.write(t.model_dump_json() + "\n")
-                n += 1
+        try:
+            # O_EXCL: never follow or reuse a file already there; 0o666 lets the umask decide the mode,
+            # as for any file the user writes.
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                for t in self.iter_transitions(domain=domain, source=source):
+                    f.write(t.model_dump_json() + "\n")
+                    n += 1
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except OSError as e:
+            raise StoreError(f"cannot write the export to {target}: {e.strerror or e}") from e
+        finally:
+            tmp.unlink(missing_ok=True)
         return n
 
     def __repr__(self) -> str:

@@ -40,7 +40,7 @@ from dreamgym_env.buffer.store_sql import (
     row_values,
 )
 from dreamgym_env.errors import StoreError
-from dreamgym_env.storage.sqlite import open_sqlite, rollback
+from dreamgym_env.storage.sqlite import database_kind, open_sqlite, rollback, table_names
 from dreamgym_env.storage.urls import is_postgres_url
 from dreamgym_env.types import Transition
 
@@ -63,18 +63,40 @@ class TransitionStore(SQLTransitionStore):
         path: Database file, or ``":memory:"``.
         busy_timeout_s: How long to wait for another writer's lock.
         synchronous: ``"NORMAL"`` (survives process crashes) or ``"FULL"`` (also power loss).
+        read_only: Open an existing buffer file for reading only (SQLite's ``mode=ro``): no table is
+            created, any write fails, and a file that is not a replay buffer is refused, saying what it is.
+        create: Make the buffer's tables in a file that has none (a new file, or a task pool's file
+            the buffer is to share). ``False`` refuses such a file instead, as ``read_only`` does.
     """
 
     dialect = Dialect(meta="meta", transitions="transitions", evictions="evictions")
     _errors = (sqlite3.Error,)
 
-    def __init__(self, path: str, busy_timeout_s: float = 30.0, synchronous: str = "NORMAL") -> None:
+    def __init__(
+        self,
+        path: str,
+        busy_timeout_s: float = 30.0,
+        synchronous: str = "NORMAL",
+        *,
+        read_only: bool = False,
+        create: bool = True,
+    ) -> None:
         self.path = path
         self._lock = threading.RLock()
         self._tx_depth = 0
         self._conn = open_sqlite(
-            path, what="replay buffer", busy_timeout_s=busy_timeout_s, synchronous=synchronous
+            path,
+            what="replay buffer",
+            busy_timeout_s=busy_timeout_s,
+            synchronous=synchronous,
+            read_only=read_only,
         )
+        if read_only:
+            self._check_is_buffer()
+            self._check_schema_version()
+            return
+        if not create and path != ":memory:":
+            self._check_is_buffer()
         try:
             with self._write():
                 for statement in self.dialect.schema():
@@ -87,6 +109,26 @@ class TransitionStore(SQLTransitionStore):
             self._conn.close()
             raise StoreError(f"cannot open replay buffer store {path!r}: {e}") from e
         self._check_schema_version()
+
+    def _check_is_buffer(self) -> None:
+        """Refuse a file without the buffer's tables, naming what it holds.
+
+        For a reader, and a writer that must not make a buffer (``create=False``): opening would add
+        the tables (a task pool may share the buffer's file), and "0 transitions" would hide that the
+        path names something else.
+        """
+        try:
+            found = table_names(self._conn)
+        except sqlite3.Error as e:
+            self._conn.close()
+            raise StoreError(f"cannot read {self.path}: {e}") from e
+        if {self.dialect.meta, self.dialect.transitions, self.dialect.evictions} <= found:
+            return
+        self._conn.close()
+        raise StoreError(
+            f"{self.path} is not a replay buffer: it is {database_kind(found)}; give a buffer file "
+            "(`dreamgym buffer import` makes one)"
+        )
 
     # -- transactions -------------------------------------------------------------------------------
 
@@ -235,7 +277,14 @@ class Store(Protocol):
     def close(self) -> None: ...  # noqa: D102
 
 
-def open_store(location: str, busy_timeout_s: float = 30.0, synchronous: str = "NORMAL") -> Store:
+def open_store(
+    location: str,
+    busy_timeout_s: float = 30.0,
+    synchronous: str = "NORMAL",
+    *,
+    read_only: bool = False,
+    create: bool = True,
+) -> Store:
     """The store at ``location``: PostgreSQL for a ``postgresql://`` URL, else a SQLite file (or memory).
 
     Args:
@@ -244,9 +293,12 @@ def open_store(location: str, busy_timeout_s: float = 30.0, synchronous: str = "
             connect timeout).
         synchronous: SQLite's ``synchronous`` pragma (PostgreSQL commits are durable by the server's
             own settings).
+        read_only: Open an existing SQLite buffer for reading only (see :class:`TransitionStore`); a
+            PostgreSQL store is opened as usual.
+        create: ``False`` refuses a SQLite file without the buffer's tables instead of making them.
     """
     if is_postgres_url(location):
         from dreamgym_env.buffer.store_postgres import PostgresTransitionStore
 
         return PostgresTransitionStore(location, busy_timeout_s)
-    return TransitionStore(location, busy_timeout_s, synchronous)
+    return TransitionStore(location, busy_timeout_s, synchronous, read_only=read_only, create=create)

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from dreamgym_env.errors import StoreError
-from dreamgym_env.storage.tables import PostgresTables, open_tables
+from dreamgym_env.storage.sqlite import database_kind
+from dreamgym_env.storage.tables import PostgresTables, SQLiteTables, open_tables
 from dreamgym_env.types import Task
 
 __all__ = ["Origin", "Outcome", "PoolTask", "Rejection", "TaskPool", "task_family", "POOL_SCHEMA_VERSION"]
@@ -167,6 +168,10 @@ class TaskPool:
             any password redacted.
         busy_timeout_s: How long to wait for another writer's lock (and, for PostgreSQL, to connect).
         synchronous: SQLite only: ``"NORMAL"`` (survives process crashes) or ``"FULL"`` (also power loss).
+        read_only: SQLite only: open an existing pool for reading (``mode=ro``), for tools that must
+            leave the file as it was (``dreamgym curriculum stats|plot``): no table is created, writes
+            fail, and a file that is not a task pool (a replay buffer, a recording) is refused,
+            saying what it is.
 
     Example:
         >>> pool = TaskPool("runs/curriculum.sqlite")
@@ -175,7 +180,12 @@ class TaskPool:
     """
 
     def __init__(
-        self, path: str = ":memory:", busy_timeout_s: float = 30.0, synchronous: str = "NORMAL"
+        self,
+        path: str = ":memory:",
+        busy_timeout_s: float = 30.0,
+        synchronous: str = "NORMAL",
+        *,
+        read_only: bool = False,
     ) -> None:
         if synchronous.upper() not in ("NORMAL", "FULL"):
             raise StoreError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
@@ -185,8 +195,15 @@ class TaskPool:
             lock_table="curriculum_outcomes",
             busy_timeout_s=busy_timeout_s,
             synchronous=synchronous,
+            read_only=read_only,
         )
         self.path = self._db.location  # safe to show: a URL's password is redacted
+        if read_only and isinstance(self._db, SQLiteTables):
+            self._check_is_pool(self._db)
+            self._check_version(
+                self._scalar("SELECT value FROM curriculum_meta WHERE key = 'schema_version'")
+            )
+            return
         statements = [x for x in (_PG_SCHEMA if self._db.dialect == "postgresql" else _SCHEMA).split(";")]
         statements = [x for x in statements if x.strip()] + [
             "INSERT INTO curriculum_meta (key, value) VALUES "
@@ -203,6 +220,24 @@ class TaskPool:
         except BaseException:
             self._db.close()
             raise
+        self._check_version(version)
+
+    def _check_is_pool(self, db: SQLiteTables) -> None:
+        """Refuse a file without the pool's tables, naming what it is (read-only opening only)."""
+        try:
+            found = db.table_names()
+        except StoreError:
+            db.close()
+            raise
+        if {"curriculum_meta", "curriculum_tasks", "curriculum_outcomes", "curriculum_rejections"} <= found:
+            return
+        db.close()
+        raise StoreError(
+            f"{self.path} is not a task pool: it is {database_kind(found)}; give the pool file a training "
+            "run wrote (CurriculumSampler(path))"
+        )
+
+    def _check_version(self, version: Any) -> None:
         if int(version) != POOL_SCHEMA_VERSION:
             self._db.close()
             raise StoreError(

@@ -104,22 +104,29 @@ def starter_spec(name: str, path: str) -> str:
 
 def _cmd_init(args: argparse.Namespace) -> int:
     path = Path(args.output or f"{args.name}.yaml")
-    if path.suffix.lower() not in (".yaml", ".yml"):
-        print(f"{path}: the starter is YAML (it carries comments); name it .yaml or .yml", file=sys.stderr)
-        return 1
-    if path.exists() and not args.force:
-        print(
-            f"{path} exists; pass --force to overwrite it or --output to choose another file.",
-            file=sys.stderr,
-        )
-        return 1
-    try:
+    try:  # the name first: an empty or invalid one would also make a meaningless default file name
         text = starter_spec(args.name, str(path))
     except DreamGymError as e:
         print(f"INVALID {e}", file=sys.stderr)
         return 1
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        print(
+            f"error: {path}: the starter is YAML (it carries comments); name it .yaml or .yml",
+            file=sys.stderr,
+        )
+        return 1
+    if path.exists() and not args.force:
+        print(
+            f"error: {path} exists; pass --force to overwrite it or --output to choose another file.",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as e:
+        print(f"error: cannot write {path}: {e.strerror or e}", file=sys.stderr)
+        return 1
     print(f"wrote {path}; edit it, then run: dreamgym domain check {path}")
     return 0
 

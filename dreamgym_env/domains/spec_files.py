@@ -7,12 +7,15 @@ what was wrong and what is accepted, before it can cost time or memory:
 * bytes that are not UTF-8 (latin-1, UTF-16, binary files);
 * YAML whose aliases (``*name``) expand to more than :data:`MAX_SPEC_VALUES` values: a few hundred
   bytes of nested aliases ("billion laughs") otherwise expand to billions of values;
+* YAML with a recursive alias (``loop: &l [*l]``, a value that contains itself), which no spec field
+  can hold and which later steps (validation, JSON) cannot walk;
 * nesting deeper than the parsers can follow.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +105,12 @@ def _parse_yaml(path: Path, text: str) -> Any:
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e)
         raise DomainError(f"{path}{where}: not valid YAML: {problem}") from e
+    except _RecursiveAlias as e:
+        raise DomainError(
+            f"{path}:{e.line + 1}: the alias *{_anchor_at(text, e.index)} refers to the value it is part "
+            "of, so that value would contain itself; a spec value is plain data: write the repeated part "
+            "out, or point the alias at a value outside the one that uses it"
+        ) from None
     except _TooManyValues as e:
         if e.aliased:
             raise DomainError(
@@ -124,6 +133,24 @@ class _TooManyValues(Exception):
         self.aliased = aliased
 
 
+class _RecursiveAlias(Exception):
+    """A node reached again through its own contents; where its anchor starts in the text."""
+
+    def __init__(self, line: int, index: int) -> None:
+        super().__init__(line, index)
+        self.line = line
+        self.index = index
+
+
+_ANCHOR = re.compile(r"&([^\s,\[\]{}]+)")
+
+
+def _anchor_at(text: str, index: int) -> str:
+    """The anchor's name at ``index`` of ``text`` (where the parser marks an anchored node's start)."""
+    found = _ANCHOR.match(text, index)
+    return found.group(1) if found else "?"
+
+
 def _bounded_loader(yaml: Any) -> type:
     """PyYAML's safe loader, refusing a document whose aliases expand past :data:`MAX_SPEC_VALUES`.
 
@@ -140,7 +167,7 @@ def _bounded_loader(yaml: Any) -> type:
             if node is None:
                 return None
             memo: dict[int, int] = {}
-            count = _expanded_size(node, memo)
+            count = _expanded_size(node, memo, set())
             if count > MAX_SPEC_VALUES:
                 raise _TooManyValues(count, aliased=count > len(memo))
             return self.construct_document(node)
@@ -148,17 +175,27 @@ def _bounded_loader(yaml: Any) -> type:
     return BoundedSafeLoader
 
 
-def _expanded_size(node: Any, memo: dict[int, int]) -> int:
-    """Values ``node`` stands for once every alias is replaced by a copy of its anchor's value."""
+def _expanded_size(node: Any, memo: dict[int, int], path: set[int]) -> int:
+    """Values ``node`` stands for once every alias is replaced by a copy of its anchor's value.
+
+    ``path`` holds the nodes being expanded above this one: meeting one of them again is a recursive
+    alias, which :class:`_RecursiveAlias` reports at the anchored node (whose mark is its anchor).
+
+    Raises:
+        _RecursiveAlias: a node contains itself.
+    """
     key = id(node)
+    if key in path:
+        raise _RecursiveAlias(node.start_mark.line, node.start_mark.index)
     if key in memo:
         return memo[key]
-    memo[key] = 1  # a cycle (a recursive alias) counts once instead of looping
     value = node.value
     total = 1
     if isinstance(value, list):
+        path.add(key)
         for item in value:
             pair = item if isinstance(item, tuple) else (item,)
-            total += sum(_expanded_size(child, memo) for child in pair)
+            total += sum(_expanded_size(child, memo, path) for child in pair)
+        path.discard(key)
     memo[key] = total
     return total

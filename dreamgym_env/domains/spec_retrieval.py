@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dreamgym_env.errors import DataFormatError, DomainError
-from dreamgym_env.retrieval import Retriever
+from dreamgym_env.retrieval import RetrievalQuery
 from dreamgym_env.types import Transition
 
 if TYPE_CHECKING:
+    from dreamgym_env.buffer import ReplayBuffer
     from dreamgym_env.domains.spec import DomainSpec
 
 __all__ = ["SpecTrajectoryRetriever", "build_retriever", "existing_trajectories", "load_trajectories"]
@@ -49,7 +51,7 @@ def load_trajectories(spec: DomainSpec) -> list[Transition]:
     return transitions
 
 
-def build_retriever(spec: DomainSpec) -> Retriever | None:
+def build_retriever(spec: DomainSpec) -> ReplayBuffer | None:
     """An in-memory replay buffer seeded with the spec's trajectories (``None`` when it has none).
 
     This is the default retriever of envs made from a spec; pass ``retriever=`` to ``gymnasium.make``
@@ -74,10 +76,10 @@ class SpecTrajectoryRetriever:
 
     def __init__(self, spec: DomainSpec) -> None:
         self.spec = spec
-        self._inner: Retriever | None = None
+        self._inner: ReplayBuffer | None = None
         self._lock = threading.Lock()
 
-    def _get(self) -> Retriever:
+    def _get(self) -> ReplayBuffer:
         with self._lock:
             if self._inner is None:
                 built = build_retriever(self.spec)
@@ -101,6 +103,14 @@ class SpecTrajectoryRetriever:
     def add(self, transition: Transition) -> None:
         """Offer a new transition to the spec's buffer."""
         self._get().add(transition)
+
+    def retrieve_many(self, queries: Sequence[RetrievalQuery]) -> list[list[Transition]]:
+        """Many queries in one search of the spec's buffer (a vector env serves its sub-envs so)."""
+        return self._get().retrieve_many(queries)
+
+    def add_many(self, transitions: Iterable[Transition], *, apply_policy: bool = False) -> Any:
+        """Many transitions in one transaction: a vector env stores its steps all or nothing through this."""
+        return self._get().add_many(transitions, apply_policy=apply_policy)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"spec": self.spec}

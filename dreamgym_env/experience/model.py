@@ -6,7 +6,7 @@ import json
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from pydantic import ValidationError
 
@@ -38,6 +38,8 @@ class Prediction:
         model_s: Seconds the backend took over every attempt (each completion's reported latency;
             the wall time of an attempt that raised :class:`InvalidResponseError`), so a step that
             was asked again does not hide its earlier round trips.
+        completions: Every completion received, the unparsable ones too: what to hand to
+            :meth:`Backend.discard` if the step is given up.
     """
 
     output: ExperienceOutput | None
@@ -47,6 +49,7 @@ class Prediction:
     build_s: float = 0.0
     parse_s: float = 0.0
     model_s: float = 0.0
+    completions: list[Completion] = field(default_factory=list)
 
 
 class ExperienceModel:
@@ -123,10 +126,35 @@ class ExperienceModel:
         An answer that is not a chat completion at all (:class:`InvalidResponseError`: an HTML page,
         no ``choices``) counts as an unparsable attempt.
 
+        When it raises (or is cancelled), the answers it did receive are handed to
+        :meth:`Backend.discard`: the step will be asked again, so they were never used.
+
         Raises:
             ResponseFormatError: every attempt was unparsable and the policy is ``"raise"``.
             BackendError: the backend failed (unreachable server, prompt too long...).
         """
+        received: list[Completion] = []
+        try:
+            return await self._apredict(
+                received, task, history, demonstrations, state, action, admissible_actions, seed, episode_id
+            )
+        except BaseException:
+            self.backend.discard(received)
+            raise
+
+    async def _apredict(
+        self,
+        received: list[Completion],
+        task: Task,
+        history: Sequence[Step],
+        demonstrations: Sequence[Transition],
+        state: str,
+        action: str,
+        admissible_actions: Sequence[str],
+        seed: int | None,
+        episode_id: str | None,
+    ) -> Prediction:
+        """:meth:`apredict`, appending each completion to ``received`` as it arrives."""
         start = time.perf_counter()
         request = self.build_request(
             task, history, demonstrations, state, action, admissible_actions, seed, episode_id
@@ -146,6 +174,7 @@ class ExperienceModel:
                 completion, output, error = None, None, str(e)
                 model_s += time.perf_counter() - start
             else:
+                received.append(completion)
                 model_s += completion.latency_s
                 full = _context_full(
                     completion, getattr(getattr(self.backend, "config", None), "max_tokens", None)
@@ -156,7 +185,7 @@ class ExperienceModel:
                 output, error = _parse(completion, self.config)
                 parse_s += time.perf_counter() - start
             if output is not None:
-                return Prediction(output, completion, attempt + 1, None, build_s, parse_s, model_s)
+                return Prediction(output, completion, attempt + 1, None, build_s, parse_s, model_s, received)
             if attempt + 1 < attempts:
                 logger.warning(
                     "Unparsable transition from %s (attempt %d of %d): %s; asking again",
@@ -179,7 +208,7 @@ class ExperienceModel:
             attempts,
             error,
         )
-        return Prediction(None, completion, attempts, error, build_s, parse_s, model_s)
+        return Prediction(None, completion, attempts, error, build_s, parse_s, model_s, received)
 
 
 def _strip_controls(value: object) -> object:

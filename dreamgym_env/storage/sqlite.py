@@ -18,15 +18,17 @@ Each store needs the same things from its connection, so they are set and checke
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
+from urllib.parse import quote
 
 from dreamgym_env.errors import StoreError
 
-__all__ = ["Synchronous", "open_sqlite", "rollback", "write_transaction"]
+__all__ = ["Synchronous", "database_kind", "open_sqlite", "rollback", "table_names", "write_transaction"]
 
 Synchronous = Literal["NORMAL", "FULL"]
 
@@ -39,8 +41,13 @@ def open_sqlite(
     synchronous: str = "NORMAL",
     create_parents: bool = False,
     quick_check: bool = False,
+    read_only: bool = False,
 ) -> sqlite3.Connection:
     """Open (or create) a SQLite database the way every store of the package needs it.
+
+    ``read_only`` opens an existing file through SQLite's ``mode=ro`` URI, for tools that only read:
+    SQLite itself then refuses every write, so no table, setting or journal mode can change (a WAL
+    database is read as it is; SQLite may still make its ``-shm`` index beside it).
 
     Args:
         path: The database file, or ``":memory:"``.
@@ -49,6 +56,7 @@ def open_sqlite(
         synchronous: ``"NORMAL"`` or ``"FULL"``.
         create_parents: Create missing parent directories of ``path``.
         quick_check: Also run ``PRAGMA quick_check`` (reads every page: O(file size)).
+        read_only: Open an existing file for reading only (``mode=ro``); never creates one.
 
     Raises:
         StoreError: The file cannot be opened, is not a SQLite database, cannot use WAL mode, fails
@@ -63,14 +71,20 @@ def open_sqlite(
     in_memory = location == ":memory:"
     conn: sqlite3.Connection | None = None
     try:
-        if create_parents and not in_memory:
+        if read_only and (in_memory or not Path(location).expanduser().is_file()):
+            raise StoreError(f"cannot open the {what} at {location} for reading: no such file")
+        if create_parents and not in_memory and not read_only:
             Path(location).expanduser().parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(
-            location, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+            _read_only_uri(location) if read_only else location,
+            timeout=busy_timeout_s,
+            isolation_level=None,
+            check_same_thread=False,
+            uri=read_only,
         )
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         conn.execute("PRAGMA schema_version").fetchone()  # "file is not a database" surfaces here
-        if not in_memory:
+        if not in_memory and not read_only:
             journal = str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
             if journal.lower() != "wal":
                 raise StoreError(
@@ -96,6 +110,41 @@ def open_sqlite(
             conn.close()
         raise
     return conn
+
+
+def table_names(conn: sqlite3.Connection) -> set[str]:
+    """The tables of the database ``conn`` is open on."""
+    return {str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def database_kind(tables: set[str]) -> str:
+    """What a SQLite file holding ``tables`` is, in words, by the tables each store of the package makes.
+
+    For the message of a reader given the wrong file ("pool.sqlite is not a replay buffer: it is a
+    curriculum task pool"), which a reader must refuse rather than add its own tables to.
+    """
+    kinds = []
+    if {"meta", "transitions", "evictions"} <= tables:
+        kinds.append("a replay buffer")
+    if "curriculum_tasks" in tables:
+        kinds.append("a curriculum task pool")
+    if "calls" in tables:
+        kinds.append("a recording of experience-model calls")
+    if kinds:
+        return " and ".join(kinds)
+    if not tables:
+        return "an empty SQLite database"
+    return f"a SQLite database with the tables {', '.join(sorted(tables))}"
+
+
+def _read_only_uri(location: str) -> str:
+    """SQLite's ``file:`` URI opening ``location`` read-only; every byte of the path percent-encoded as needed.
+
+    The path goes through the file system's encoding, so a name that is not UTF-8 (a surrogate-escaped
+    ``str``) names the same file it would open without the URI.
+    """
+    path = os.fsencode(os.path.abspath(Path(location).expanduser()))
+    return f"file:{quote(path)}?mode=ro"
 
 
 def rollback(conn: sqlite3.Connection) -> None:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from dreamgym_env.errors import StoreError
 from dreamgym_env.storage.postgres import PostgresPool
-from dreamgym_env.storage.sqlite import open_sqlite, write_transaction
+from dreamgym_env.storage.sqlite import open_sqlite, table_names, write_transaction
 from dreamgym_env.storage.urls import is_postgres_url
 
 __all__ = ["Executor", "Tables", "open_tables"]
@@ -80,8 +80,12 @@ class SQLiteTables(_SQLiteExecutor):
 
     dialect = "sqlite"
 
-    def __init__(self, path: str, *, what: str, busy_timeout_s: float, synchronous: str) -> None:
-        conn = open_sqlite(path, what=what, busy_timeout_s=busy_timeout_s, synchronous=synchronous)
+    def __init__(
+        self, path: str, *, what: str, busy_timeout_s: float, synchronous: str, read_only: bool = False
+    ) -> None:
+        conn = open_sqlite(
+            path, what=what, busy_timeout_s=busy_timeout_s, synchronous=synchronous, read_only=read_only
+        )
         super().__init__(conn, path, what)
         self.location = path
         self._lock = threading.RLock()
@@ -98,6 +102,11 @@ class SQLiteTables(_SQLiteExecutor):
                     yield self
             except sqlite3.Error as e:  # BEGIN or COMMIT failed (statements raise StoreError already)
                 raise StoreError(f"cannot write to the {self._what} at {self.location}: {e}") from e
+
+    def table_names(self) -> set[str]:
+        """The tables of the file, for a store checking it was given the right one."""
+        with self._lock:
+            return self._run("read", lambda: table_names(self._conn))  # type: ignore[no-any-return]
 
     def close(self) -> None:
         with self._lock:
@@ -188,8 +197,15 @@ def open_tables(
     lock_table: str,
     busy_timeout_s: float = 30.0,
     synchronous: str = "NORMAL",
+    read_only: bool = False,
 ) -> SQLiteTables | PostgresTables:
-    """SQLite tables for a file or ``":memory:"``, PostgreSQL tables for a ``postgresql://`` URL."""
+    """SQLite tables for a file or ``":memory:"``, PostgreSQL tables for a ``postgresql://`` URL.
+
+    ``read_only`` opens an existing SQLite file through ``mode=ro`` (see
+    :func:`~dreamgym_env.storage.sqlite.open_sqlite`); a PostgreSQL database is opened as usual.
+    """
     if is_postgres_url(location):
         return PostgresTables(location, what=what, lock_table=lock_table, timeout_s=busy_timeout_s)
-    return SQLiteTables(location, what=what, busy_timeout_s=busy_timeout_s, synchronous=synchronous)
+    return SQLiteTables(
+        location, what=what, busy_timeout_s=busy_timeout_s, synchronous=synchronous, read_only=read_only
+    )

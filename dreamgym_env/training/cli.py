@@ -7,11 +7,13 @@ import asyncio
 import json
 from dataclasses import asdict
 
+from dreamgym_env._argtypes import bounded_int, path, positive_int, text
+
 __all__ = ["add_training_commands"]
 
 
 def _cmd_build_sft(args: argparse.Namespace) -> int:
-    from dreamgym_env.buffer import ReplayBuffer
+    from dreamgym_env.buffer.store import open_store
     from dreamgym_env.training.sft_data import SFTBuildConfig, build_sft_dataset
 
     config = SFTBuildConfig(
@@ -26,8 +28,13 @@ def _cmd_build_sft(args: argparse.Namespace) -> int:
         eval_episodes_per_task=args.eval_episodes_per_task,
         demonstrations=args.demonstrations,
     )
-    with ReplayBuffer.open(args.buffer) as buffer:
-        report = build_sft_dataset(buffer.iter_transitions(domain=args.domain), args.out, config)
+    # Only the rows are read, through the store opened read-only: the file stays as it is, a missing
+    # one is not created, and no embedder is needed (one other than the buffer's would re-embed it).
+    store = open_store(args.buffer, read_only=True)
+    try:
+        report = build_sft_dataset(store.iter_transitions(domain=args.domain), args.out, config)
+    finally:
+        store.close()
     print(
         f"{report.train_examples} training and {report.eval_examples} evaluation examples "
         f"({len(report.train_tasks)} / {len(report.eval_tasks)} tasks, "
@@ -49,18 +56,27 @@ def _heldout_tasks(path: str | None) -> list[str]:
         return []
     from pathlib import Path
 
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    from dreamgym_env.errors import ConfigError
+
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ConfigError(
+            f"--heldout-tasks {path}: cannot read it ({reason}); give a text file of task ids"
+        ) from e
     return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
 def _cmd_annotate(args: argparse.Namespace) -> int:
     from dreamgym_env.buffer import ReplayBuffer
-    from dreamgym_env.config import BackendConfig
+    from dreamgym_env.config import BackendConfig, validated
     from dreamgym_env.experience.backends.openai_http import OpenAIBackend
     from dreamgym_env.training.annotate import annotate_buffer
 
     teacher = OpenAIBackend(
-        BackendConfig(
+        validated(
+            BackendConfig,
             base_url=args.base_url,
             model=args.model,
             temperature=args.temperature,
@@ -68,7 +84,8 @@ def _cmd_annotate(args: argparse.Namespace) -> int:
             max_concurrency=args.concurrency,
         )
     )
-    with ReplayBuffer.open(args.buffer) as buffer:
+    # create=False: the buffer to annotate must exist, and be a buffer (never one made here, empty).
+    with ReplayBuffer.open(args.buffer, create=False) as buffer:
         report = asyncio.run(
             annotate_buffer(
                 buffer,
@@ -139,33 +156,40 @@ def add_training_commands(commands: argparse._SubParsersAction) -> None:  # type
         "build-sft",
         help="Build chat SFT data (the env's exact requests) from real transitions, split by task.",
     )
-    b.add_argument("--buffer", required=True, help="Replay buffer holding real/offline transitions.")
-    b.add_argument("--out", required=True, help="Output folder: train.jsonl, eval.jsonl, manifest.json.")
-    b.add_argument("--domain", default="textworld")
+    b.add_argument(
+        "--buffer", type=path, required=True, help="Replay buffer holding real/offline transitions."
+    )
+    b.add_argument(
+        "--out", type=path, required=True, help="Output folder: train.jsonl, eval.jsonl, manifest.json."
+    )
+    b.add_argument("--domain", type=text, default="textworld")
     b.add_argument(
         "--history-window",
-        type=int,
+        type=bounded_int(-1),
         default=2,
         help="Steps of history in each prompt (-1: all). Use the same value on the env at inference.",
     )
     b.add_argument(
         "--top-k",
-        type=int,
+        type=bounded_int(0),
         default=1,
         help="Demonstrations per prompt. Use the same value on the env at inference.",
     )
     b.add_argument("--eval-fraction", type=float, default=0.2, help="Share of tasks held out.")
     b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--max-prompt-chars", type=int, help="Drop examples whose prompt is longer (never cut).")
-    b.add_argument("--max-admissible-actions", type=int, default=64)
+    b.add_argument(
+        "--max-prompt-chars", type=positive_int, help="Drop examples whose prompt is longer (never cut)."
+    )
+    b.add_argument("--max-admissible-actions", type=bounded_int(0), default=64)
     b.add_argument(
         "--heldout-tasks",
+        type=path,
         help="File of task ids to hold out, one a line (e.g. a game suite's held-out games); "
         "replaces --eval-fraction.",
     )
     b.add_argument(
         "--eval-episodes-per-task",
-        type=int,
+        type=bounded_int(0),
         default=0,
         help="Also hold out this many episodes of each training task (eval_episodes.jsonl).",
     )
@@ -180,15 +204,15 @@ def add_training_commands(commands: argparse._SubParsersAction) -> None:  # type
     a = commands.add_parser(
         "annotate", help="Have a teacher model write the reasoning of each real transition."
     )
-    a.add_argument("--buffer", required=True)
-    a.add_argument("--base-url", required=True, help="The teacher's OpenAI-compatible endpoint.")
-    a.add_argument("--model", required=True, help="The teacher's served model name.")
-    a.add_argument("--domain")
-    a.add_argument("--concurrency", type=int, default=8)
-    a.add_argument("--limit", type=int, help="Annotate at most this many in this run (resumable).")
+    a.add_argument("--buffer", type=path, required=True)
+    a.add_argument("--base-url", type=text, required=True, help="The teacher's OpenAI-compatible endpoint.")
+    a.add_argument("--model", type=text, required=True, help="The teacher's served model name.")
+    a.add_argument("--domain", type=text)
+    a.add_argument("--concurrency", type=positive_int, default=8)
+    a.add_argument("--limit", type=positive_int, help="Annotate at most this many in this run (resumable).")
     a.add_argument("--overwrite", action="store_true", help="Re-annotate transitions that have reasoning.")
     a.add_argument("--temperature", type=float, default=0.0)
-    a.add_argument("--max-tokens", type=int, default=512)
+    a.add_argument("--max-tokens", type=positive_int, default=512)
     a.set_defaults(func=_cmd_annotate)
 
     t = commands.add_parser(

@@ -329,6 +329,22 @@ def _prompt_chars(example: dict[str, Any]) -> int:
     return sum(len(m["content"]) for m in example["prompt"])
 
 
+def _output_folder(out_dir: str | Path) -> Path:
+    """``out_dir``, made if missing; a file there (a buffer given as ``--out``) is refused, never replaced.
+
+    Raises:
+        ConfigError: ``out_dir`` is a file, or the folder cannot be made.
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out} is a file, not a folder: give the folder to write the SFT data into")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"cannot make the output folder {out}: {e.strerror or e}") from e
+    return out
+
+
 def build_sft_dataset(
     transitions: Iterable[Transition], out_dir: str | Path, config: SFTBuildConfig | None = None
 ) -> SFTBuildReport:
@@ -344,8 +360,7 @@ def build_sft_dataset(
     splits, train_ids, eval_ids, eval_episodes = split_transitions(list(transitions), config)
     model = ExperienceModel(domain, ScriptedBackend(), config.env_config())
     index = DemonstrationIndex(splits["train"], config.demonstrations)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = _output_folder(out_dir)
     counts = dict.fromkeys(SPLIT_FILES, 0)
     dropped = 0
     try:

@@ -54,6 +54,7 @@ __all__ = [
     "Loader",
     "Record",
     "detect_format",
+    "expand_inputs",
     "import_files",
     "iter_records",
 ]
@@ -79,6 +80,17 @@ def _files(path: Path) -> list[Path]:
     if not path.exists():
         raise DataFormatError("no such file or directory", path=str(path))
     return [path]
+
+
+def expand_inputs(paths: Sequence[str | Path]) -> list[Path]:
+    """The files (or experiment folders) an import of ``paths`` reads, each folder expanded.
+
+    Lets a caller check every input before it opens (and so creates) the buffer.
+
+    Raises:
+        DataFormatError: a path does not exist, or is a folder with no file to import.
+    """
+    return [file for p in paths for file in _files(Path(p))]
 
 
 def _first_json_line(path: Path) -> object:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +89,15 @@ class Backend(ABC):
             ServerUnreachableError: no endpoint answered.
             PromptTooLongError: the prompt exceeds the model's context.
             BackendError: any other failure of the backend.
+        """
+
+    def discard(self, completions: Sequence[Completion]) -> None:  # noqa: B027 - optional hook
+        """Hear that the caller did not use these answers: the step they were for was given up.
+
+        An env calls it when a step is abandoned after some answers came back (a vector step in which
+        another sub-env's request failed, a write that failed): the step will be asked again, and a
+        backend that keeps a record of its calls (the recording backend) must keep only the answers
+        the env committed, or a replay of the run would not match it. Most backends keep nothing.
         """
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing

@@ -14,7 +14,10 @@ a recording: wrap the live backend once, then rerun the same seeded code against
 Each call is keyed by the SHA-256 of a canonical JSON of what decides the answer: the messages, the
 output schema, the request seed and the sampling settings (model, temperature, top_p, max_tokens,
 extra request fields). Identical requests repeated within one run are told apart by their occurrence
-number, so a run that sends the same request twice replays both answers in order. The file is also an
+number, so a run that sends the same request twice replays both answers in order. Only what the env
+commits counts: a request that fails or is cancelled gives its occurrence back, and an answer of a
+step the env gave up (:meth:`Backend.discard`) is removed from the file, so the retried step is
+recorded under the same occurrence a replay will ask for. The file is also an
 audit log: :func:`read_recording` lists every request with its answer, usage, latency, endpoint,
 finish reason and time.
 
@@ -27,12 +30,13 @@ reward, flags, reasoning, usage) is identical to the recorded run.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -200,7 +204,8 @@ class RecordingBackend(Backend):
             self._sampling = sampling_settings(inner)
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
-        self._seen: dict[str, int] = {}
+        self._seen: dict[str, int] = {}  # key -> occurrences handed out (the next new one)
+        self._free: dict[str, list[int]] = {}  # key -> occurrences given back (a heap), reused first
         self.hits = 0
         self.recorded = 0
         if mode == "replay" and not self.path.is_file():
@@ -314,9 +319,30 @@ class RecordingBackend(Backend):
         except sqlite3.Error as e:
             raise StoreError(f"Cannot write to the recording {self.path}: {e}") from e
 
+    # ------------------------------------------------------------------ occurrences
+    def _take_occurrence(self, key: str) -> int:
+        """The occurrence of this sending of ``key``: the lowest given back, else the next new one.
+
+        Called under the lock. A sending that was given back (it failed, was cancelled or discarded)
+        is sent again by the retried step, which then gets the number the failed one had.
+        """
+        free = self._free.get(key)
+        if free:
+            return heapq.heappop(free)
+        occurrence = self._seen.get(key, 0)
+        self._seen[key] = occurrence + 1
+        return occurrence
+
+    def _give_back(self, key: str, occurrence: int) -> None:
+        """Called under the lock: ``occurrence`` of ``key`` is free for the next identical request."""
+        heapq.heappush(self._free.setdefault(key, []), occurrence)
+
     # ------------------------------------------------------------------ backend API
     async def acomplete(self, request: CompletionRequest) -> Completion:
         """Answer from the recording or from the live backend, as the mode says.
+
+        A request that raises (the live backend failed, the caller cancelled it, a replay miss) gives
+        its occurrence back, so the same request sent again is the same occurrence.
 
         Raises:
             ReplayMissError: mode ``"replay"`` and the request was never recorded.
@@ -327,23 +353,59 @@ class RecordingBackend(Backend):
             sampling = self._resolve_sampling(conn)
             fields = _keyed_fields(request, sampling)
             key = hashlib.sha256(_canonical(fields).encode()).hexdigest()
-            occurrence = self._seen.get(key, 0)
-            self._seen[key] = occurrence + 1
-            row = None
-            if self.mode != "record":
-                row = self._lookup(conn, key, occurrence, exact=self.mode == "replay_or_record")
-            if row is None and self.mode == "replay":
-                raise self._miss(conn, key, fields)
+            occurrence = self._take_occurrence(key)
+            try:
+                row = None
+                if self.mode != "record":
+                    row = self._lookup(conn, key, occurrence, exact=self.mode == "replay_or_record")
+                if row is None and self.mode == "replay":
+                    raise self._miss(conn, key, occurrence, fields)
+            except BaseException:
+                self._give_back(key, occurrence)
+                raise
         if row is not None:
             self.hits += 1
             return self._from_row(row, time.perf_counter() - start)
         assert self.inner is not None
-        completion = await self.inner.acomplete(request)
+        try:
+            completion = await self.inner.acomplete(request)
+        except BaseException:
+            with self._lock:
+                self._give_back(key, occurrence)
+            raise
         with self._lock:
-            self._store(self._connection(), key, occurrence, fields, completion)
+            try:
+                self._store(self._connection(), key, occurrence, fields, completion)
+            except BaseException:
+                self._give_back(key, occurrence)
+                raise
             self.recorded += 1
         completion.extra["recording"] = {"key": key, "occurrence": occurrence, "replayed": False}
         return completion
+
+    def discard(self, completions: Sequence[Completion]) -> None:
+        """Forget answers the env did not commit, so the file holds what it did commit.
+
+        Each one's occurrence is given back, and an answer recorded by this backend is deleted from
+        the file (a replayed one stays: it was recorded before). The retried step then asks again
+        under the same occurrences, which is what a replay asks for. Discarding twice is harmless.
+        """
+        with self._lock:
+            for completion in completions:
+                entry = completion.extra.get("recording")
+                if not isinstance(entry, dict) or entry.get("discarded"):
+                    continue
+                entry["discarded"] = True
+                key, occurrence = str(entry["key"]), int(entry["occurrence"])
+                if not entry.get("replayed"):
+                    try:
+                        self._connection().execute(
+                            "DELETE FROM calls WHERE key = ? AND occurrence = ?", (key, occurrence)
+                        )
+                    except sqlite3.Error as e:
+                        raise StoreError(f"Cannot write to the recording {self.path}: {e}") from e
+                    self.recorded -= 1
+                self._give_back(key, occurrence)
 
     def _from_row(self, row: tuple[Any, ...], elapsed: float) -> Completion:
         key, occurrence, _, text, prompt, completion_tokens, cached, latency, endpoint, _, extra, _ = row
@@ -364,13 +426,27 @@ class RecordingBackend(Backend):
             extra=extra,
         )
 
-    def _miss(self, conn: sqlite3.Connection, key: str, fields: dict[str, Any]) -> ReplayMissError:
+    def _miss(
+        self, conn: sqlite3.Connection, key: str, occurrence: int, fields: dict[str, Any]
+    ) -> ReplayMissError:
         total = conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
         messages_sha = hashlib.sha256(_canonical(fields["messages"]).encode()).hexdigest()
         near = conn.execute(
             "SELECT request FROM calls WHERE messages_sha = ? LIMIT 1", (messages_sha,)
         ).fetchone()
-        if near is not None:
+        others = [
+            r[0]
+            for r in conn.execute("SELECT occurrence FROM calls WHERE key = ? ORDER BY occurrence", (key,))
+        ]
+        if others:  # the same request, same settings: sent in another order or more often than recorded
+            shown = ", ".join(str(o) for o in others[:5]) + (", ..." if len(others) > 5 else "")
+            why = (
+                f"This exact request was recorded only as occurrence {shown}, and the run now sends it as "
+                f"occurrence {occurrence} (how many times this run sent it before): the recording lacks "
+                "the earlier ones (made by a version that counted failed or abandoned requests, or "
+                "edited?)."
+            )
+        elif near is not None:
             recorded = json.loads(near[0])
             differing = [
                 f"{name}: recorded {_short(recorded.get(name))}, now {_short(fields[name])}"
