@@ -90,9 +90,14 @@ def main() -> None:
     parser.add_argument("--base-url", help="A served shipped model (default: serve it here).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="Write the result as JSON here.")
-    parser.add_argument("--server-arg", action="append", default=[], help="Extra vLLM server flag (repeatable).")
     parser.add_argument(
-        "--server-env", action="append", default=[], help="KEY=VALUE for the server's environment (repeatable)."
+        "--server-arg", action="append", default=[], help="Extra vLLM server flag (repeatable)."
+    )
+    parser.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        help="KEY=VALUE for the server's environment (repeatable).",
     )
     args = parser.parse_args()
 
