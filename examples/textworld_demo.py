@@ -10,7 +10,7 @@
 4. Trains MaskablePPO in the simulator only (concurrent model requests through ``SB3VecEnv``), then
    plays the policy in the **real** games and prints its success next to a random policy's.
 
-    python examples/textworld_demo.py                       # about 7 minutes on 2 CPU cores
+    python examples/textworld_demo.py                       # about 3 minutes on 2 CPU cores
     python examples/textworld_demo.py --sim-timesteps 8192  # a longer training in the simulator
 """
 
