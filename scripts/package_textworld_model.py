@@ -118,61 +118,36 @@ def evaluate(run: Path, dest: Path, limit: int | None) -> dict[str, Any]:
     ) as server:
         print(f"serving at {server.base_url} (started in {server.startup_seconds:.0f}s)", flush=True)
         for split, label in SPLITS.items():
-            out = run / f"results-{split}"
-            shutil.rmtree(out, ignore_errors=True)
-            args = [
-                "eval-fidelity",
+            sources = [
                 "--buffer",
                 str(run / "buffer.sqlite"),
                 "--data",
                 str(run / "sft"),
                 "--split",
                 split,
-                "--out",
-                str(out),
                 *extra,
             ]
-            if main([*args, "--baseline", "repeat-state", "--baseline", "nearest-transition"]) != 0:
-                sys.exit(f"baselines failed on {split}")
-            if (
-                main([*args, "--base-url", server.base_url, "--model", "textworld", "--max-tokens", "640"])
-                != 0
-            ):
-                sys.exit(f"model evaluation failed on {split}")
-            metrics[split] = {
-                "label": label,
-                **{
-                    p.name.removesuffix(".fidelity.json"): json.loads(p.read_text())
-                    for p in out.glob("*.fidelity.json")
-                },
-            }
-            print(f"\n## {label}\n" + (out / "fidelity.md").read_text(encoding="utf-8"), flush=True)
+            metrics[split] = _score(main, server.base_url, run / f"results-{split}", sources, label)
         split, label = UNSEEN
-        out = run / f"results-{split}"
-        shutil.rmtree(out, ignore_errors=True)
         games = build_suite(run / "unseen", train_games=UNSEEN_GAMES, heldout_games=0, seed=UNSEEN_SEED)
-        args = [
-            "eval-fidelity",
-            "--games",
-            games.root,
-            "--buffer",
-            str(run / "buffer.sqlite"),
-            "--out",
-            str(out),
-        ]
-        if main([*args, "--baseline", "repeat-state", "--baseline", "nearest-transition"]) != 0:
-            sys.exit(f"baselines failed on {split}")
-        if main([*args, "--base-url", server.base_url, "--model", "textworld", "--max-tokens", "640"]) != 0:
-            sys.exit(f"model evaluation failed on {split}")
-        metrics[split] = {
-            "label": label,
-            **{
-                p.name.removesuffix(".fidelity.json"): json.loads(p.read_text())
-                for p in out.glob("*.fidelity.json")
-            },
-        }
-        print(f"\n## {label}\n" + (out / "fidelity.md").read_text(encoding="utf-8"), flush=True)
+        sources = ["--games", games.root, "--buffer", str(run / "buffer.sqlite")]
+        metrics[split] = _score(main, server.base_url, run / f"results-{split}", sources, label)
     return metrics
+
+
+def _score(main: Any, base_url: str, out: Path, sources: list[str], label: str) -> dict[str, Any]:
+    """``eval-fidelity`` of the baselines and the served model on one split, into ``out``; its reports."""
+    shutil.rmtree(out, ignore_errors=True)
+    args = ["eval-fidelity", *sources, "--out", str(out)]
+    if main([*args, "--baseline", "repeat-state", "--baseline", "nearest-transition"]) != 0:
+        sys.exit(f"baselines failed on {label}")
+    if main([*args, "--base-url", base_url, "--model", "textworld", "--max-tokens", "640"]) != 0:
+        sys.exit(f"model evaluation failed on {label}")
+    print(f"\n## {label}\n" + (out / "fidelity.md").read_text(encoding="utf-8"), flush=True)
+    reports = {
+        p.name.removesuffix(".fidelity.json"): json.loads(p.read_text()) for p in out.glob("*.fidelity.json")
+    }
+    return {"label": label, **reports}
 
 
 def write_results(metrics: dict[str, Any], manifest: dict[str, Any]) -> None:
