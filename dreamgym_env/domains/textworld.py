@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from dreamgym_env.domains.base import Domain, InitialState
+from dreamgym_env.domains.textworld_facts import QUEST_PREFIX, Fact, render_facts_state
 from dreamgym_env.types import Task
 
 __all__ = [
@@ -44,9 +45,6 @@ TEXTWORLD_VERBS: frozenset[str] = frozenset(
     | {"cook", "slice", "chop", "dice", "prepare"}
 )
 """The command verbs of the action grammar; a quest is carried out with them."""
-
-QUEST_PREFIX = "Your task is to: "
-"""How a first state states its quest, on its last line (:func:`render_textworld_start`)."""
 
 
 def textworld_task_id(game: str | os.PathLike[str]) -> str:
@@ -232,11 +230,15 @@ class TextWorldDomain(Domain):
         thing = str(task.metadata.get("object") or pick(_OBJECTS))
         count = int(rng.integers(1, 4))
         exits = sorted(rng.choice(np.array(TEXTWORLD_DIRECTIONS), size=count, replace=False).tolist())
-        description = (
-            f"Room: {room}\nExits: {', '.join(d for d in TEXTWORLD_DIRECTIONS if d in exits)}\n"
-            f"Here: {', '.join(sorted([f'{container} (closed)', f'{supporter} (on: {thing})']))}\n"
-            "Carrying: nothing"
-        )
+        beyond = [(f"{d}_of", ((f"{d} of {room}", "r"), (room, "r"))) for d in exits]
+        facts: list[Fact] = [
+            ("at", (("P", "P"), (room, "r"))),
+            ("at", ((container, "c"), (room, "r"))),
+            ("closed", ((container, "c"),)),
+            ("at", ((supporter, "s"), (room, "r"))),
+            ("on", ((thing, "o"), (supporter, "s"))),
+            *beyond,
+        ]
         actions = [f"go {d}" for d in exits] + [
             f"open {container}",
             f"take {thing}",
@@ -247,7 +249,7 @@ class TextWorldDomain(Domain):
             "inventory",
             "look",
         ]
-        start = f"{description}\n\n{QUEST_PREFIX}{' '.join(task.instruction.split())}"
+        start = render_facts_state(facts, quest=task.instruction)
         return InitialState(start, sorted(actions))
 
     def seed_tasks(self) -> list[Task]:

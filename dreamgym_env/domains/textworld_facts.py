@@ -33,6 +33,7 @@ from typing import Any
 
 __all__ = [
     "DIRECTIONS",
+    "QUEST_PREFIX",
     "Fact",
     "facts_of",
     "render_facts_state",
@@ -45,6 +46,9 @@ Fact = tuple[str, tuple[tuple[str, str], ...]]
 """A predicate and its arguments as ``(name, type)`` pairs: ``("in", (("key", "k"), ("chest", "c")))``."""
 
 DIRECTIONS: tuple[str, ...] = ("north", "south", "east", "west")
+
+QUEST_PREFIX = "Your task is to: "
+"""How a first state states its quest, on its last line."""
 
 RESULT_CHANGED = "Done."
 RESULT_NOTHING = "Nothing happens."
@@ -154,7 +158,7 @@ def render_facts_state(facts: Iterable[Fact], result: str = "", quest: str = "")
     ]
     text = "\n".join(lines)
     if quest:
-        text += f"\n\nYour task is to: {' '.join(quest.split())}"
+        text += f"\n\n{QUEST_PREFIX}{' '.join(quest.split())}"
     return text
 
 
