@@ -259,6 +259,11 @@ class BackendConfig(BaseModel):
         return redact_text(text, self.secrets())
 
 
+PromptStyle = Literal["full", "compact"]
+"""How much an experience-model prompt explains: everything (``"full"``, for any instructed model), or
+only the case at hand (``"compact"``, for a model fine-tuned on the domain, which learned the rules)."""
+
+
 class EnvConfig(BaseModel):
     """How one simulated episode runs."""
 
@@ -275,6 +280,11 @@ class EnvConfig(BaseModel):
     max_state_chars: int = Field(4000, ge=16, description="Cap on a predicted state (enforced in decoding).")
     max_reasoning_chars: int = Field(1200, ge=0)
     max_admissible_actions: int = Field(64, ge=0)
+    prompt_style: PromptStyle = Field(
+        "full",
+        description="'full': the domain's instructions and the answer format open every prompt; 'compact': "
+        "only the case (task facts, demonstrations, state, action), for a model fine-tuned on the domain.",
+    )
     caps_in_schema: bool = Field(
         False,
         description=(

@@ -14,12 +14,13 @@
 #      `dreamgym eval-fidelity` on both held-out splits (served by vLLM) and the metrics added.
 #
 # Usage: scripts/build_textworld_model.sh    (see docs/experience_model.md for the time; OUT=runs/textworld_model)
-# Knobs (environment): OUT STEPS TRAIN_GAMES HELDOUT_GAMES EPISODES SAVE_STEPS SITTING_SECONDS SKIP_EVAL PYTHON
+# Knobs (environment): OUT STEPS BATCH TRAIN_GAMES HELDOUT_GAMES EPISODES SAVE_STEPS SITTING_SECONDS SKIP_EVAL PYTHON
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=${OUT:-runs/textworld_model}
-STEPS=${STEPS:-2000}
+STEPS=${STEPS:-2400}
+BATCH=${BATCH:-16}
 TRAIN_GAMES=${TRAIN_GAMES:-1000}
 HELDOUT_GAMES=${HELDOUT_GAMES:-40}
 EPISODES=${EPISODES:-3}
@@ -48,11 +49,11 @@ fi
 stamp "2/4 SFT data"
 [ -f "$OUT/sft/manifest.json" ] || "${DREAMGYM[@]}" build-sft --buffer "$OUT/buffer.sqlite" --out "$OUT/sft" --history-window "$HISTORY_WINDOW" \
     --top-k "$TOP_K" --heldout-tasks "$OUT/heldout_tasks.txt" --eval-episodes-per-task 1 \
-    --demonstrations other_episodes --seed "$SEED"
+    --demonstrations other_episodes --prompt-style compact --seed "$SEED"
 
 stamp "3/4 training for $STEPS steps"
 "${DREAMGYM[@]}" train --data "$OUT/sft" --out "$OUT/model" --from-scratch --cpu --no-eval \
-    --max-steps "$STEPS" --batch-size 8 --lr 2e-3 --max-length 1536 --seed "$SEED" --group-by-length \
+    --max-steps "$STEPS" --batch-size "$BATCH" --lr 2e-3 --max-length 1536 --seed "$SEED" --group-by-length \
     --threads 2 --save-steps "$SAVE_STEPS" --resume "${SITTING[@]}" "${ARCH[@]}"
 if [ ! -f "$OUT/model/model.safetensors" ] || [ "$("$PYTHON" -c "import json; print(json.load(open('$OUT/model/dreamgym_training.json'))['total']['steps'])")" -lt "$STEPS" ]; then
     stamp "sitting over before step $STEPS: run the script again to resume from the last checkpoint"

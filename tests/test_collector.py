@@ -30,14 +30,18 @@ TASKS = [
 
 
 def key_world(request: CompletionRequest) -> ExperienceOutput:
-    """Taking the key wins; looking ends the episode as a loss; anything else changes nothing."""
+    """Taking the key wins; looking ends the episode as a loss; anything else changes nothing.
+
+    The answer is TextWorld's: a result line and the lines that change (a key on the floor, so the
+    commands TextWorld lists for the state include ``take key`` and ``look``).
+    """
     query = request.query
     assert query is not None
     won = query.action == "take key"
     lost = query.action == "look"
     return ExperienceOutput(
         reasoning="scripted",
-        next_state=f"You did: {query.action}.",
+        next_state=f"You did: {query.action}.\nHere: key",
         admissible_actions=["take key", "look", "inventory"],
         done=won or lost,
         success=won,

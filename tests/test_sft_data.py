@@ -22,6 +22,7 @@ from dreamgym_env.training.sft_data import (
     episodes_of,
     load_manifest,
     split_by_task,
+    target_output,
     task_of,
 )
 from dreamgym_env.types import Step, Transition
@@ -114,12 +115,25 @@ def test_example_is_exactly_the_env_request(tmp_path):
     assert row["prompt"] == request.messages
     assert "state 0 of" not in row["prompt"][1]["content"]  # the window of 1 hides step 1
     answer = ExperienceOutput.model_validate_json(row["completion"][0]["content"])
-    assert (
-        answer.next_state == current.next_state
-        and answer.done
-        and answer.admissible_actions == ["look 2", "inventory"]
-    )
+    # TextWorld lists a state's commands itself, so its answers leave them out.
+    assert answer.next_state == current.next_state and answer.done and answer.admissible_actions == []
     assert list(json.loads(row["completion"][0]["content"])) == list(ExperienceOutput.model_fields)
+
+
+def test_targets_are_in_the_domains_answer_form():
+    state = "Room: kitchen\nExits: east\nHere: key\nCarrying: nothing"
+    after = "Done.\nRoom: kitchen\nExits: east\nHere: nothing\nCarrying: key"
+    t = Transition(
+        task_id="t", task="take the key", domain="textworld", episode_id="e", step=0, state=state,
+        action="take key", next_state=after,
+        metadata={"admissible_actions": ["drop key", "look"]},
+    )  # fmt: skip
+    textworld = target_output(t, get_domain("textworld"))
+    assert (
+        textworld.next_state == "Done.\nHere: nothing\nCarrying: key" and textworld.admissible_actions == []
+    )
+    webshop = target_output(t, get_domain("webshop"))  # a domain that asks the model for its actions
+    assert webshop.next_state == after and webshop.admissible_actions == ["drop key", "look"]
 
 
 def test_manifest_records_split_and_prompt_settings(tmp_path):

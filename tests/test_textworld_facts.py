@@ -75,6 +75,7 @@ def test_the_world_shows_what_the_agent_cannot_see_in_the_states_own_words() -> 
         "Room: pantry | Exits: west | Here: nothing",
         "Inside: chest: key",
         "Keys: oak door: key",
+        "Kinds: supporters: bed, table; food: apple",
         "Carrying at start: mug",
     ]
 

@@ -41,6 +41,8 @@ class Domain(ABC):
             ``admissible_actions`` may be empty and agents rely on :attr:`action_help`.
         task_fact_keys: Task metadata keys (dotted for nested values) that the experience model needs
             to judge success but the agent does not see, e.g. WebShop's price limit.
+        lists_actions: True when :meth:`admissible_actions` lists a state's actions itself, so the
+            experience model is not asked for them (its answers leave ``admissible_actions`` empty).
     """
 
     name: str
@@ -51,6 +53,7 @@ class Domain(ABC):
     action_patterns: Sequence[str] = ()
     open_actions: bool = False
     task_fact_keys: Sequence[str] = ()
+    lists_actions: bool = False
 
     def __init__(self) -> None:
         self._compiled = [re.compile(p, re.DOTALL) for p in self.action_patterns]
@@ -87,6 +90,30 @@ class Domain(ABC):
             if value not in (None, "", [], {}):
                 lines.append(f"- {key}: {value}")
         return "\n".join(lines)
+
+    def state_answer(self, state: str, next_state: str) -> str:
+        """What the experience model writes for ``next_state`` after ``state``: by default, all of it.
+
+        A domain whose steps change a few lines of a longer state answers with those lines, and
+        :meth:`complete_state` rebuilds the state; the two must be inverses.
+        """
+        return next_state
+
+    def complete_state(self, state: str, answer: str) -> str:
+        """The next state an answer stands for, after ``state`` (the inverse of :meth:`state_answer`).
+
+        Raises:
+            ValueError: the answer cannot stand for a state after ``state`` (said why); the experience
+                model counts it as unparsable.
+        """
+        return answer
+
+    def admissible_actions(self, state: str, task: Task) -> list[str] | None:
+        """The actions ``state`` admits, when the domain can list them itself (see :attr:`lists_actions`).
+
+        ``None`` (the default) leaves the list to the experience model.
+        """
+        return None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, env_id={self.env_id!r})"

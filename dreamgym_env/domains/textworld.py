@@ -24,6 +24,7 @@ import numpy as np
 
 from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.domains.textworld_facts import QUEST_PREFIX, Fact, render_facts_state
+from dreamgym_env.domains.textworld_state import admissible_commands, complete_state, state_changes
 from dreamgym_env.types import Task
 
 __all__ = [
@@ -138,9 +139,10 @@ and which key opens what; the winning conditions say when the quest is complete.
 Ending: done=true and success=true on the step that makes the winning conditions true ("You won."); \
 done=true, success=false when the quest becomes impossible ("You lost."); otherwise done=false.
 
-admissible_actions: every command valid in the new state, sorted: "go D" per exit, "open/close X", \
-"take X" / "take X from Y" for each visible portable thing, "drop/put/insert/eat X..." for carried \
-ones, "unlock/lock X with K" when carrying K, "examine X", "look", "inventory"."""
+How to answer: "next_state" is the result line, then only the lines that change (the others stay as \
+they are): "take apple" answers "Done.\\nHere: chest (open, holds: key)\\nCarrying: apple", "look" \
+answers "Nothing happens.", a move answers the new Room, Exits and Here lines. Leave \
+"admissible_actions" empty: the game lists the commands of the new state itself."""
 
 # Rooms, furniture and portable things a generated start room draws from (TextWorld's usual vocabulary).
 _ROOMS: tuple[str, ...] = (
@@ -194,6 +196,7 @@ class TextWorldDomain(Domain):
     max_steps = 50
     instructions = _INSTRUCTIONS
     task_fact_keys = ("world", "goal")
+    lists_actions = True
     action_help = (
         "TextWorld commands (things are named as the game names them, e.g. 'wooden door'): look, inventory, "
         "goal, go north|south|east|west, open <x>, close <x>, take <x>, take <x> from <y>, drop <x>, "
@@ -211,6 +214,22 @@ class TextWorldDomain(Domain):
         rf"insert {_NAME} into {_NAME}",
         rf"(?:lock|unlock|cook|slice|chop|dice) {_NAME} with {_NAME}",
     )
+
+    def state_answer(self, state: str, next_state: str) -> str:
+        """The result line and the lines that change (:func:`~dreamgym_env.domains.textworld_state.state_changes`)."""
+        return state_changes(state, next_state)
+
+    def complete_state(self, state: str, answer: str) -> str:
+        """``state`` with an answer's result line and changed lines (a whole state stands for itself)."""
+        return complete_state(state, answer)
+
+    def admissible_actions(self, state: str, task: Task) -> list[str] | None:
+        """TextWorld's commands for ``state`` by the game's rules, with the task's layout when it has one.
+
+        ``None`` for a state that is not canonical (the prose format): then the model lists them.
+        """
+        world = task.metadata.get("world")
+        return admissible_commands(state, world if isinstance(world, str) else "")
 
     def initial_state(self, task: Task, rng: np.random.Generator) -> InitialState:
         """The real first state when the task carries one, else a room drawn with ``rng``."""

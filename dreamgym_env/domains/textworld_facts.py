@@ -56,6 +56,7 @@ RESULT_WON = "You won."
 RESULT_LOST = "You lost."
 
 _SUPPORTERS = frozenset({"s", "stove", "bbq"})
+_FOOD = frozenset({"f"})
 _STATIC = frozenset({"link", "match", "edible", "free", *(f"{d}_of" for d in DIRECTIONS)})
 """Predicates that never change in play: the layout shows them, a goal need not repeat them."""
 _HIDDEN = frozenset({"P", "I", "r", "d"})  # never listed as things
@@ -135,6 +136,10 @@ class _World:
             parts.append(f"{direction} ({door}: {self.state.get(door, 'open')})" if door else direction)
         return ", ".join(parts) or "none"
 
+    def of_kind(self, types: frozenset[str]) -> list[str]:
+        """Every thing of one of ``types``, sorted."""
+        return sorted(name for name, typ in self.types.items() if typ in types)
+
     def carrying(self) -> str:
         return ", ".join(self.thing(t) for t in sorted(self.inside.get("I", []))) or "nothing"
 
@@ -178,8 +183,9 @@ def render_world(facts: Iterable[Fact]) -> str:
 
     One ``Map:`` line says where each exit leads; then each room's ``Room | Exits | Here`` lines exactly
     as a state shows them on arrival (so a move is a copy, not a rewrite); then what each closed
-    container holds (what opening it reveals) and which key opens what. The start room comes first,
-    and the inventory the agent starts with last.
+    container holds (what opening it reveals), which key opens what, and which things are supporters or
+    food (what a state's bare names do not say, and the commands a thing admits depend on). The start
+    room comes first, and the inventory the agent starts with last.
     """
     world = _World(facts)
     rooms = sorted(world.rooms, key=lambda r: (r != world.player_room, r))
@@ -201,6 +207,13 @@ def render_world(facts: Iterable[Fact]) -> str:
         lines.append(f"Inside: {'; '.join(hidden)}")
     if world.keys:
         lines.append(f"Keys: {'; '.join(f'{lock}: {key}' for lock, key in sorted(world.keys.items()))}")
+    kinds = [
+        f"{label}: {', '.join(names)}"
+        for label, names in (("supporters", world.of_kind(_SUPPORTERS)), ("food", world.of_kind(_FOOD)))
+        if names
+    ]
+    if kinds:
+        lines.append(f"Kinds: {'; '.join(kinds)}")
     carried = world.inside.get("I", [])
     if carried:
         lines.append(f"Carrying at start: {world.carrying()}")

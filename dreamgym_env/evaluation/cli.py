@@ -84,7 +84,7 @@ def _cases_from_games(args: argparse.Namespace) -> tuple[list[Any], Any]:
     import random
 
     from dreamgym_env.evaluation.games import cases_from_games, find_games
-    from dreamgym_env.serving.shipped import prompt_settings
+    from dreamgym_env.serving.shipped import prompt_settings, prompt_style
     from dreamgym_env.training.sft_data import SFTBuildConfig
 
     window, top_k = prompt_settings(args.model)
@@ -92,6 +92,7 @@ def _cases_from_games(args: argparse.Namespace) -> tuple[list[Any], Any]:
         domain="textworld",
         history_window=window if args.history_window is None else args.history_window,
         top_k=top_k if args.top_k is None else args.top_k,
+        prompt_style=prompt_style(args.model),  # type: ignore[arg-type]
     )
     cases = cases_from_games(
         find_games(args.games),

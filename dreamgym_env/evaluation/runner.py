@@ -112,6 +112,7 @@ def model_predictor(
             "history_window": settings.history_window,
             "top_k": settings.top_k,
             "max_admissible_actions": settings.max_admissible_actions,
+            "prompt_style": settings.prompt_style,
             "on_invalid_output": "fail_state",
         }
     )

@@ -69,7 +69,7 @@ class ExperienceModel:
         self.json_schema = output_json_schema(
             max_reasoning_chars=config.max_reasoning_chars if caps else None,
             max_state_chars=config.max_state_chars if caps else None,
-            max_actions=config.max_admissible_actions,
+            max_actions=0 if domain.lists_actions else config.max_admissible_actions,
             max_action_chars=config.max_action_chars if caps else None,
         )
         if config.fixed_answer_chars is not None:  # a benchmark's constant workload
@@ -95,7 +95,14 @@ class ExperienceModel:
         shown = list(history) if window is None else list(history)[len(history) - window :] if window else []
         return CompletionRequest(
             messages=build_messages(
-                self.domain, task, shown, demonstrations, state, action, admissible_actions
+                self.domain,
+                task,
+                shown,
+                demonstrations,
+                state,
+                action,
+                admissible_actions,
+                style=self.config.prompt_style,
             ),
             json_schema=self.json_schema,
             seed=seed,
@@ -183,6 +190,8 @@ class ExperienceModel:
                     raise PromptTooLongError(full)
                 start = time.perf_counter()
                 output, error = _parse(completion, self.config)
+                if output is not None:
+                    output, error = self._complete(output, task, state)
                 parse_s += time.perf_counter() - start
             if output is not None:
                 return Prediction(output, completion, attempt + 1, None, build_s, parse_s, model_s, received)
@@ -209,6 +218,25 @@ class ExperienceModel:
             error,
         )
         return Prediction(None, completion, attempts, error, build_s, parse_s, model_s, received)
+
+    def _complete(
+        self, output: ExperienceOutput, task: Task, state: str
+    ) -> tuple[ExperienceOutput | None, str]:
+        """The answer as a whole transition: the domain completes the state and, if it can, lists the actions."""
+        try:
+            next_state = self.domain.complete_state(state, output.next_state)
+        except ValueError as e:
+            return None, f"next_state is not an answer after the current state: {e}"
+        if len(next_state) > self.config.max_state_chars:
+            return (
+                None,
+                f"the completed next_state has {len(next_state)} characters, over max_state_chars={self.config.max_state_chars}",
+            )
+        listed = self.domain.admissible_actions(next_state, task) if self.domain.lists_actions else None
+        update: dict[str, object] = {"next_state": next_state}
+        if listed is not None:
+            update["admissible_actions"] = listed[: self.config.max_admissible_actions]
+        return output.model_copy(update=update), ""
 
 
 def _strip_controls(value: object) -> object:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from dreamgym_env.config import PromptStyle
 from dreamgym_env.domains.base import Domain
 from dreamgym_env.types import Step, Task, Transition
 
@@ -36,21 +37,38 @@ def build_messages(
     state: str,
     action: str,
     admissible_actions: Sequence[str] = (),
+    *,
+    style: PromptStyle = "full",
 ) -> list[dict[str, str]]:
-    """Return the chat messages for one transition request."""
-    system = f"{domain.instructions.strip()}\n\n{OUTPUT_INSTRUCTIONS}"
-    return [
-        {"role": "system", "content": system},
-        {
-            "role": "user",
-            "content": render_user_prompt(
-                task, history, demonstrations, state, action, domain.describe_task(task), admissible_actions
-            ),
-        },
-    ]
+    """Return the chat messages for one transition request.
+
+    ``style="full"`` opens with the domain's instructions and the answer format, for any instructed
+    model. ``style="compact"`` is for a model fine-tuned on the domain's transitions, which has learned
+    the rules from its data: no instructions, and the task's prose left out when the domain's hidden
+    task facts (its layout and winning conditions) say what the model needs. A shorter prompt is both
+    cheaper to serve and less to learn.
+    """
+    facts = domain.describe_task(task)
+    if style == "compact":
+        system = f"Simulate {domain.name}: answer the next transition."
+    else:
+        system = f"{domain.instructions.strip()}\n\n{OUTPUT_INSTRUCTIONS}"
+    user = render_user_prompt(
+        domain,
+        task,
+        history,
+        demonstrations,
+        state,
+        action,
+        facts,
+        () if domain.lists_actions else admissible_actions,
+        show_instruction=style == "full" or not facts,
+    )
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def render_user_prompt(
+    domain: Domain,
     task: Task,
     history: Sequence[Step],
     demonstrations: Sequence[Transition],
@@ -58,19 +76,24 @@ def render_user_prompt(
     action: str,
     task_facts: str = "",
     admissible_actions: Sequence[str] = (),
+    *,
+    show_instruction: bool = True,
 ) -> str:
     """The user turn: task, history, demonstrations, then the current state and action.
 
     ``task_facts`` are the goal's details the agent does not see but success depends on.
     ``admissible_actions`` are the current state's (the next state's list usually differs from it by a
-    few entries, so the model edits rather than invents it). A demonstration of the same task says so
-    instead of repeating the task's text, which also tells the model that its world is this one.
-    Action lists are JSON arrays, the form the answer uses.
+    few entries, so the model edits rather than invents it); a domain that lists actions itself shows
+    none. A demonstration's outcome is written as the answer the model gives
+    (:meth:`Domain.state_answer`), so each example shows the answer form too. A demonstration of the
+    same task says so instead of repeating the task's text, which also tells the model that its world
+    is this one. Action lists are JSON arrays, the form the answer uses.
     """
     facts = (
         f"\nGoal details (hidden from the agent, for judging success):\n{task_facts}\n" if task_facts else ""
     )
-    parts = [f"# Task\n{task.instruction}\n{facts}\n# Interaction so far\n"]
+    instruction = f"{task.instruction}\n" if show_instruction else ""
+    parts = [f"# Task\n{instruction}{facts}\n# Interaction so far\n"]
     for i, step in enumerate(history, start=1):
         parts.append(f"## Step {i}\nState:\n{step.state}\nAction: {step.action}\n\n")
     if not history:
@@ -78,13 +101,16 @@ def render_user_prompt(
     if demonstrations:
         parts.append("# Similar real transitions\n")
         for i, demo in enumerate(demonstrations, start=1):
-            source = "same task" if demo.task_id == task.task_id else f"task: {demo.task}"
-            listed = demo.metadata.get("admissible_actions")
+            if demo.task_id == task.task_id:
+                source = "same task"
+            else:
+                source = f"task: {demo.task}" if show_instruction else "another task"
+            listed = None if domain.lists_actions else demo.metadata.get("admissible_actions")
             next_actions = f"Next admissible actions: {json.dumps(list(listed))}\n" if listed else ""
             parts.append(
                 f"## Example {i} ({source})\nState:\n{demo.state}\nAction: {demo.action}\n"
-                f"Next state:\n{demo.next_state}\n{next_actions}Done: {str(demo.done).lower()}, "
-                f"success: {str(demo.success).lower()}\n\n"
+                f"Next state:\n{domain.state_answer(demo.state, demo.next_state)}\n{next_actions}"
+                f"Done: {str(demo.done).lower()}, success: {str(demo.success).lower()}\n\n"
             )
     listed_now = f"Admissible actions: {json.dumps(list(admissible_actions))}\n" if admissible_actions else ""
     parts.append(f"# Current step\nState:\n{state}\n{listed_now}Action: {action}\n\nPredict the next state.")

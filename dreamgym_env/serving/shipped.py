@@ -22,6 +22,7 @@ __all__ = [
     "SHIPPED_MAX_TOKENS",
     "SHIPPED_MODELS",
     "prompt_settings",
+    "prompt_style",
     "recommended_env_kwargs",
     "serve_shipped_model",
     "shipped_model_dir",
@@ -82,10 +83,24 @@ def weights_checksum(folder: str | Path) -> str:
     return digest.hexdigest()
 
 
+def prompt_style(model: str | None) -> str:
+    """The ``prompt_style`` a shipped model was trained with (``"full"`` for any other model)."""
+    if model not in SHIPPED_MODELS:
+        return "full"
+    settings = _training_record(model).get("env_settings") or {}
+    return str(settings.get("prompt_style") or "full")
+
+
 def recommended_env_kwargs(name: str) -> dict[str, Any]:
     """The ``gymnasium.make`` keywords that reproduce a shipped model's training prompts and fit its context."""
     window, top_k = prompt_settings(name)
-    return {"model": name, "history_window": window, "top_k": top_k, "max_tokens": SHIPPED_MAX_TOKENS}
+    return {
+        "model": name,
+        "history_window": window,
+        "top_k": top_k,
+        "prompt_style": prompt_style(name),
+        "max_tokens": SHIPPED_MAX_TOKENS,
+    }
 
 
 SHIPPED_MAX_TOKENS = 512

@@ -27,6 +27,7 @@ def _cmd_build_sft(args: argparse.Namespace) -> int:
         heldout_tasks=tuple(_heldout_tasks(args.heldout_tasks)),
         eval_episodes_per_task=args.eval_episodes_per_task,
         demonstrations=args.demonstrations,
+        prompt_style=args.prompt_style,
     )
     # Only the rows are read, through the store opened read-only: the file stays as it is, a missing
     # one is not created, and no embedder is needed (one other than the buffer's would re-embed it).
@@ -198,6 +199,13 @@ def add_training_commands(commands: argparse._SubParsersAction) -> None:  # type
         default="other_tasks",
         choices=["other_tasks", "other_episodes"],
         help="Demonstrations from other tasks only, or from any other training episode (same task too).",
+    )
+    b.add_argument(
+        "--prompt-style",
+        default="full",
+        choices=["full", "compact"],
+        help="'compact' leaves the domain's instructions out of every prompt (the model learns the rules "
+        "from the data); the env serving the model must use the same prompt_style.",
     )
     b.set_defaults(func=_cmd_build_sft)
 

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from dreamgym_env.config import EnvConfig
+from dreamgym_env.config import EnvConfig, PromptStyle
 from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.errors import ConfigError, DataFormatError
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
@@ -82,6 +82,8 @@ class SFTBuildConfig:
             other tasks only (the model must generalise across tasks). ``"other_episodes"``: any
             training transition outside the example's own episode, so other episodes of the same task
             are shown, as a buffer of a task's offline data serves them at inference.
+        prompt_style: The env's ``prompt_style``: ``"compact"`` leaves the domain's instructions out,
+            for a model that learns the rules from these examples.
     """
 
     domain: str = "textworld"
@@ -95,6 +97,7 @@ class SFTBuildConfig:
     heldout_tasks: tuple[str, ...] = ()
     eval_episodes_per_task: int = 0
     demonstrations: Literal["other_tasks", "other_episodes"] = "other_tasks"
+    prompt_style: PromptStyle = "full"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "heldout_tasks", tuple(self.heldout_tasks))
@@ -115,6 +118,7 @@ class SFTBuildConfig:
             history_window=self.history_window,
             top_k=self.top_k,
             max_admissible_actions=self.max_admissible_actions,
+            prompt_style=self.prompt_style,
         )
 
 
@@ -159,13 +163,18 @@ def task_of(transition: Transition) -> Task:
 
 
 def target_output(
-    transition: Transition, *, max_actions: int = 64, empty_reasoning: str = ""
+    transition: Transition, domain: Domain, *, max_actions: int = 64, empty_reasoning: str = ""
 ) -> ExperienceOutput:
-    """The answer the model must learn for ``transition``: what the real environment did."""
+    """The answer the model must learn for ``transition``: what the real environment did.
+
+    In the domain's answer form: the next state as :meth:`Domain.state_answer` writes it, and no
+    actions when the domain lists them itself (:attr:`Domain.lists_actions`).
+    """
+    listed = [] if domain.lists_actions else list(transition.metadata.get("admissible_actions") or [])
     return ExperienceOutput(
         reasoning=transition.reasoning or empty_reasoning,
-        next_state=transition.next_state,
-        admissible_actions=list(transition.metadata.get("admissible_actions") or [])[:max_actions],
+        next_state=domain.state_answer(transition.state, transition.next_state),
+        admissible_actions=listed[:max_actions],
         done=transition.done,
         success=transition.done and transition.success,
     )
@@ -314,7 +323,10 @@ def _example(model: ExperienceModel, case: TransitionCase, config: SFTBuildConfi
         case.prev_admissible,
     )
     answer = target_output(
-        case.transition, max_actions=config.max_admissible_actions, empty_reasoning=config.empty_reasoning
+        case.transition,
+        model.domain,
+        max_actions=config.max_admissible_actions,
+        empty_reasoning=config.empty_reasoning,
     )
     return {
         "prompt": request.messages,

@@ -381,7 +381,8 @@ def _train(config: TrainConfig, torch: Any, transformers: Any, trl: Any, dataset
         "result": asdict(result),
         "config": {**asdict(config), "learning_rate": config.lr},
         "env_settings": {
-            k: settings.get(k) for k in ("domain", "history_window", "top_k", "max_admissible_actions")
+            k: settings.get(k)
+            for k in ("domain", "history_window", "top_k", "max_admissible_actions", "prompt_style")
         },
         "eval_tasks": manifest.eval_tasks,
         "lora_adapter": served_as_adapter,

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, SupportsIndex, overload
 
-from dreamgym_env.errors import BackendError, ConfigError
+from dreamgym_env.errors import BackendError, ConfigError, DomainError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest
 from dreamgym_env.experience.schema import ExperienceOutput
 
@@ -35,6 +35,9 @@ DEFAULT_KEEP_REQUESTS = 1000
 def echo_world(request: CompletionRequest) -> ExperienceOutput:
     """The default responder: the state records the action; a terminal action ends the episode.
 
+    The record is the answer's first line, after the state's first line; in a domain whose answers
+    carry only what changed (:meth:`Domain.complete_state`), it is the whole answer, the step's result.
+
     Success is a deterministic function of the request seed (even seeds succeed), so seeded runs
     repeat exactly and both outcomes occur across seeds.
     """
@@ -42,14 +45,29 @@ def echo_world(request: CompletionRequest) -> ExperienceOutput:
     if query is None:
         raise BackendError("echo_world answers transition requests only; give ScriptedBackend a responder.")
     done = _TERMINAL.fullmatch(query.action.strip()) is not None
-    header = query.state.splitlines()[0] if query.state else ""
+    record = f"You did: {query.action} (step {len(query.history) + 1})."
+    if _completes(query.domain, query.state, record):
+        next_state = record  # the domain keeps the rest of the state: an answer of changes only
+    else:
+        header = query.state.splitlines()[0] if query.state else ""
+        next_state = f"{header}\n{record}"
     return ExperienceOutput(
         reasoning=f"The agent chose {query.action!r} at step {len(query.history)}.",
-        next_state=f"{header}\nYou did: {query.action} (step {len(query.history) + 1}).",
+        next_state=next_state,
         admissible_actions=list(query.admissible_actions),
         done=done,
         success=done and (request.seed or 0) % 2 == 0,
     )
+
+
+def _completes(domain_name: str, state: str, line: str) -> bool:
+    """Whether the domain reads a one-line answer as a result line and keeps the rest of ``state``."""
+    from dreamgym_env.domains import get_domain
+
+    try:
+        return get_domain(domain_name).complete_state(state, line) != line
+    except (ValueError, DomainError):  # an unknown domain, or an answer it cannot complete
+        return False
 
 
 class RequestLog(deque[CompletionRequest]):

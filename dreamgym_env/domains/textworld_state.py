@@ -1,0 +1,238 @@
+"""TextWorld's canonical state read back from its text: the lines a step changes, and the commands it admits.
+
+:mod:`dreamgym_env.domains.textworld_facts` writes a state from the engine's facts::
+
+    Done.
+    Room: kitchen
+    Exits: east, north (wooden door: closed)
+    Here: chest (open, holds: apple, key), table (on: knife)
+    Carrying: nothing
+
+This module reads such text, for two jobs of the simulator:
+
+- **Answers that carry only what changed** (:func:`state_changes`, :func:`complete_state`). A step
+  changes one or two of the four keyed lines (``take`` changes ``Here`` and ``Carrying``; ``look``
+  none), so the experience model writes the result line and the changed lines, and the domain
+  completes the state from the current one. The model no longer has to copy lines it leaves alone,
+  the error that dominated full-state answers, and the answer is a quarter of the length.
+- **The commands a state admits** (:func:`admissible_commands`), listed the way TextWorld lists them,
+  from the state and the game's layout (which things are supporters or food, which key opens what).
+  They follow from the state by the game's rules, so the model is not asked for them.
+
+Pure string functions: no TextWorld install needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = [
+    "STATE_KEYS",
+    "CanonicalState",
+    "admissible_commands",
+    "complete_state",
+    "parse_state",
+    "split_things",
+    "state_changes",
+]
+
+STATE_KEYS: tuple[str, ...] = ("Room", "Exits", "Here", "Carrying")
+"""The keyed lines of a canonical state, in order."""
+
+_ROOM_KEYS = ("Room", "Exits", "Here")
+"""The lines that describe a room: a move answers all three."""
+
+
+class CanonicalState:
+    """A canonical state's parts: the result line (``""`` in a first state), the keyed lines, the quest."""
+
+    def __init__(self, result: str, lines: dict[str, str], quest: str = "") -> None:
+        self.result = result
+        self.lines = lines
+        self.quest = quest
+
+    def render(self) -> str:
+        """The state's text (without the quest: only a first state has one, and it is never rebuilt)."""
+        head = [self.result] if self.result else []
+        return "\n".join(head + [f"{key}: {self.lines[key]}" for key in STATE_KEYS])
+
+
+def _keyed(line: str) -> tuple[str, str] | None:
+    key, sep, value = line.partition(": ")
+    return (key, value) if sep and key in STATE_KEYS else None
+
+
+def parse_state(text: str) -> CanonicalState | None:
+    """The parts of a canonical state, or ``None`` when ``text`` is not one (prose, a partial answer)."""
+    body, _, quest = text.strip().partition("\n\n")
+    rows = body.split("\n")
+    result = "" if _keyed(rows[0]) else rows[0].strip()
+    lines: dict[str, str] = {}
+    for row in rows[1:] if result else rows:
+        keyed = _keyed(row)
+        if keyed is None or keyed[0] in lines:
+            return None
+        lines[keyed[0]] = keyed[1].strip()
+    if list(lines) != list(STATE_KEYS):
+        return None
+    return CanonicalState(result, lines, quest.strip())
+
+
+def state_changes(state: str, next_state: str) -> str:
+    """What an answer says for ``next_state`` after ``state``: the result line and the keyed lines that differ.
+
+    A move gives the new room's ``Room``, ``Exits`` and ``Here`` lines even where one reads as the old
+    room's did: the model then copies the room's lines from the layout, instead of also comparing
+    them with the current ones. When either text is not a canonical state, the answer is the whole
+    next state.
+    """
+    before, after = parse_state(state), parse_state(next_state)
+    if before is None or after is None or not after.result:
+        return next_state
+    moved = after.lines["Room"] != before.lines["Room"]
+    changed = [
+        f"{key}: {after.lines[key]}"
+        for key in STATE_KEYS
+        if after.lines[key] != before.lines[key] or (moved and key in _ROOM_KEYS)
+    ]
+    return "\n".join([after.result, *changed])
+
+
+def complete_state(state: str, answer: str) -> str:
+    """The next state an answer stands for: ``state`` with the answer's result line and changed lines.
+
+    An answer with all four keyed lines is a whole state and stands for itself; so does any answer
+    after a state that is not canonical (a prose state, which has no lines to keep).
+
+    Raises:
+        ValueError: the answer has no result line, repeats a line, or has a line that is not one of
+            :data:`STATE_KEYS`; the message says which.
+    """
+    before = parse_state(state)
+    if before is None or parse_state(answer) is not None:
+        return answer
+    rows = [row for row in answer.strip().split("\n") if row.strip()]
+    if not rows or _keyed(rows[0]):
+        raise ValueError(
+            "the answer must start with the step's result line (Done., Nothing happens., You won., You lost.)"
+        )
+    lines = dict(before.lines)
+    seen: set[str] = set()
+    for row in rows[1:]:
+        keyed = _keyed(row)
+        if keyed is None:
+            raise ValueError(
+                f"{row!r} is not a state line; changed lines start with one of {', '.join(STATE_KEYS)}"
+            )
+        if keyed[0] in seen:
+            raise ValueError(f"the answer gives the {keyed[0]} line twice")
+        seen.add(keyed[0])
+        lines[keyed[0]] = keyed[1].strip()
+    return CanonicalState(rows[0].strip(), lines).render()
+
+
+def split_things(listing: str) -> list[str]:
+    """The top-level items of a listing: ``"chest (open, holds: a, b), key"`` -> ``["chest (open, holds: a, b)", "key"]``.
+
+    ``"nothing"`` and ``"none"`` list no items.
+    """
+    items: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for char in listing:
+        depth += (char == "(") - (char == ")")
+        if char == "," and depth == 0:
+            items.append("".join(current).strip())
+            current = []
+        else:
+            current.append(char)
+    items.append("".join(current).strip())
+    return [item for item in items if item and item not in ("nothing", "none")]
+
+
+def _thing(item: str) -> tuple[str, str, list[str]]:
+    """An item's name, its kind as the text shows it, and what it holds or supports.
+
+    The kind is ``open``, ``closed`` or ``locked`` for a container, ``on`` for a supporter with
+    something on it, ``""`` for a bare name (a portable thing, or a supporter with nothing on it).
+    """
+    name, _, notes = item.partition(" (")
+    kind, held = "", []
+    parts = split_things(notes.removesuffix(")"))
+    for i, part in enumerate(parts):
+        word, sep, rest = part.partition(": ")
+        if sep and word in ("holds", "on"):  # the list runs to the end of the notes
+            held = [_thing(h)[0] for h in [rest, *parts[i + 1 :]]]
+            kind = "on" if word == "on" else kind
+            break
+        if part in ("open", "closed", "locked"):
+            kind = part
+    return name.strip(), kind, held
+
+
+def _world_part(world: str, label: str) -> dict[str, str]:
+    """``Keys: door: key; chest: key2`` (one line of a layout) as ``{"door": "key", ...}``."""
+    for line in world.split("\n"):
+        if line.startswith(f"{label}: "):
+            pairs = (part.partition(": ") for part in line[len(label) + 2 :].split("; "))
+            return {name.strip(): value.strip() for name, _, value in pairs}
+    return {}
+
+
+def _lock_commands(name: str, state: str, key: str | None, carried: Iterable[str]) -> list[str]:
+    if key is None or key not in carried:
+        return []
+    if state == "locked":
+        return [f"unlock {name} with {key}"]
+    return [f"lock {name} with {key}"] if state == "closed" else []
+
+
+def admissible_commands(state: str, world: str = "") -> list[str] | None:
+    """The commands TextWorld admits in ``state``, sorted, or ``None`` when the state is not canonical.
+
+    ``world`` is the game's layout (:func:`dreamgym_env.domains.textworld_facts.render_world`): its
+    ``Keys`` line says which key opens what, its ``Kinds`` line which things are supporters or food.
+    Without it, a bare name counts as a portable thing, nothing is food and no key fits.
+    """
+    parsed = parse_state(state)
+    if parsed is None:
+        return None
+    keys = _world_part(world, "Keys")
+    kinds = _world_part(world, "Kinds")
+    supporters = set(split_things(kinds.get("supporters", "")))
+    food = set(split_things(kinds.get("food", "")))
+    carried = [_thing(item)[0] for item in split_things(parsed.lines["Carrying"])]
+    commands = {"look", "inventory"}
+    for item in split_things(parsed.lines["Exits"]):
+        direction, _, door = item.partition(" (")
+        door_name, _, door_state = door.removesuffix(")").partition(": ")
+        if not door_name:
+            commands.add(f"go {direction}")
+            continue
+        commands.add(f"examine {door_name}")
+        if door_state == "open":
+            commands |= {f"go {direction}", f"close {door_name}"}
+        elif door_state == "closed":
+            commands.add(f"open {door_name}")
+        commands.update(_lock_commands(door_name, door_state, keys.get(door_name), carried))
+    for item in split_things(parsed.lines["Here"]):
+        name, kind, held = _thing(item)
+        commands.add(f"examine {name}")
+        if kind in ("open", "closed", "locked"):  # a container
+            commands.update(_lock_commands(name, kind, keys.get(name), carried))
+            if kind == "closed":
+                commands.add(f"open {name}")
+            elif kind == "open":
+                commands.add(f"close {name}")
+                commands |= {f"insert {c} into {name}" for c in carried}
+        elif kind == "on" or name in supporters:
+            commands |= {f"put {c} on {name}" for c in carried}
+        else:
+            commands.add(f"take {name}")
+        for inner in held:
+            commands |= {f"take {inner} from {name}", f"examine {inner}"}
+    for name in carried:
+        commands |= {f"drop {name}", f"examine {name}"}
+        if name in food:
+            commands.add(f"eat {name}")
+    return sorted(commands)

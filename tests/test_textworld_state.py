@@ -1,0 +1,166 @@
+"""TextWorld's canonical state read back from text: change-only answers and the commands a state admits."""
+
+from __future__ import annotations
+
+import pytest
+
+from dreamgym_env.domains.textworld_state import (
+    admissible_commands,
+    complete_state,
+    parse_state,
+    split_things,
+    state_changes,
+)
+
+FIRST = """Room: kitchen
+Exits: east, north (wooden door: closed)
+Here: chest (open, holds: apple, key), table (on: knife, old map)
+Carrying: nothing
+
+Your task is to: take the key."""
+
+AFTER_TAKE = """Done.
+Room: kitchen
+Exits: east, north (wooden door: closed)
+Here: chest (open, holds: apple), table (on: knife, old map)
+Carrying: key"""
+
+WORLD = "Map: kitchen: east hall\nKeys: wooden door: key\nKinds: supporters: counter, table; food: apple"
+
+
+def test_an_answer_holds_the_result_and_only_the_changed_lines() -> None:
+    answer = state_changes(FIRST, AFTER_TAKE)
+    assert answer == "Done.\nHere: chest (open, holds: apple), table (on: knife, old map)\nCarrying: key"
+    assert complete_state(FIRST, answer) == AFTER_TAKE
+
+
+def test_a_step_that_changes_nothing_answers_its_result_line_alone() -> None:
+    looked = AFTER_TAKE.replace("Done.", "Nothing happens.")
+    assert state_changes(AFTER_TAKE, looked) == "Nothing happens."
+    assert complete_state(AFTER_TAKE, "Nothing happens.") == looked
+
+
+def test_a_whole_state_stands_for_itself_and_prose_is_left_alone() -> None:
+    assert complete_state(FIRST, AFTER_TAKE) == AFTER_TAKE
+    prose = "-= Kitchen =-\nYou are in a kitchen."
+    assert state_changes(prose, "You take the key.") == "You take the key."
+    assert complete_state(prose, "You take the key.") == "You take the key."
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        ("Here: nothing", "result line"),
+        ("Done.\nPocket: key", "not a state line"),
+        ("Done.\nCarrying: key\nCarrying: apple", "twice"),
+        ("", "result line"),
+    ],
+)
+def test_an_answer_that_cannot_apply_says_why(answer: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        complete_state(FIRST, answer)
+
+
+def test_parse_state_refuses_partial_or_repeated_lines() -> None:
+    parsed = parse_state(FIRST)
+    assert parsed is not None and parsed.quest.endswith("take the key.")
+    assert parse_state("Done.\nRoom: kitchen") is None
+    assert parse_state(AFTER_TAKE + "\nCarrying: apple") is None
+
+
+def test_split_things_keeps_nested_lists_whole() -> None:
+    assert split_things("chest (open, holds: a, b), key") == ["chest (open, holds: a, b)", "key"]
+    assert split_things("nothing") == []
+
+
+def test_admissible_commands_follow_the_games_rules() -> None:
+    state = """Done.
+Room: kitchen
+Exits: east, north (wooden door: locked), west (gate: closed)
+Here: chest (open, holds: apple, coin), counter, box (locked), rag
+Carrying: key, apple"""
+    commands = set(admissible_commands(state, WORLD) or [])
+    expected = {
+        "look",
+        "inventory",
+        "go east",
+        "examine wooden door",
+        "unlock wooden door with key",
+        "examine gate",
+        "open gate",
+        "examine chest",
+        "close chest",
+        "insert key into chest",
+        "take apple from chest",
+        "take coin from chest",
+        "examine coin",
+        "examine counter",
+        "put key on counter",
+        "put apple on counter",
+        "examine box",
+        "examine rag",
+        "take rag",
+        "drop key",
+        "drop apple",
+        "examine key",
+        "examine apple",
+        "eat apple",
+        "insert apple into chest",
+    }
+    assert commands == expected
+    assert "go north" not in commands and "open box" not in commands
+
+
+def test_without_a_layout_a_bare_name_is_portable_and_no_key_fits() -> None:
+    state = AFTER_TAKE.replace(
+        "Exits: east, north (wooden door: closed)", "Exits: north (wooden door: locked)"
+    )
+    commands = admissible_commands(state, "") or []
+    assert "take knife from table" in commands and "put key on table" in commands
+    assert not any(c.startswith("unlock") for c in commands)
+    assert admissible_commands("You are in a kitchen.", WORLD) is None
+
+
+def test_a_move_answers_every_line_of_the_new_room() -> None:
+    moved = AFTER_TAKE.replace("Room: kitchen", "Room: hall")
+    assert state_changes(AFTER_TAKE, moved) == "\n".join(["Done.", *moved.split("\n")[1:4]])
+    assert complete_state(AFTER_TAKE, state_changes(AFTER_TAKE, moved)) == moved
+
+
+def _answering(*answers: str):  # type: ignore[no-untyped-def]
+    """A scripted model giving these ``next_state`` answers in turn, with actions the domain must ignore."""
+    from dreamgym_env import ScriptedBackend
+    from dreamgym_env.experience.schema import ExperienceOutput
+
+    outputs = [
+        ExperienceOutput(reasoning="", next_state=a, admissible_actions=["fly"], done=False, success=False)
+        for a in answers
+    ]
+    return ScriptedBackend(outputs)
+
+
+def test_the_simulator_completes_change_answers_and_lists_the_commands_itself() -> None:
+    import gymnasium as gym
+
+    env = gym.make("DreamGym/TextWorld-v0", backend=_answering("Done.\nCarrying: knife"), top_k=0)
+    state, info = env.reset(seed=3)
+    before = parse_state(state)
+    assert before is not None
+    next_state, _, _, _, info = env.step(info["admissible_actions"][0])
+    after = parse_state(next_state)
+    assert after is not None and after.result == "Done." and after.lines["Carrying"] == "knife"
+    assert after.lines["Room"] == before.lines["Room"] and after.lines["Exits"] == before.lines["Exits"]
+    assert info["admissible_actions"] == admissible_commands(next_state)
+    assert "drop knife" in info["admissible_actions"] and "fly" not in info["admissible_actions"]
+
+
+def test_an_answer_the_domain_cannot_complete_is_asked_again() -> None:
+    import gymnasium as gym
+
+    env = gym.make(
+        "DreamGym/TextWorld-v0", backend=_answering("Done.\nPocket: knife", "Nothing happens."), top_k=0
+    )
+    _, info = env.reset(seed=3)
+    next_state, *_ = env.step("look")
+    assert next_state.startswith("Nothing happens.\nRoom: ")
+    assert env.unwrapped.backend.requests_received == 2  # type: ignore[attr-defined]
