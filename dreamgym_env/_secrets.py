@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -28,6 +29,7 @@ __all__ = [
     "redact_kwargs",
     "redact_text",
     "redact_url",
+    "secrets_gymnasium_would_show",
     "split_userinfo",
 ]
 
@@ -139,6 +141,30 @@ def redact_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     if "base_url" in out:
         out["base_url"] = _redact_urls(out["base_url"])
     return out
+
+
+def secrets_gymnasium_would_show(kwargs: dict[str, Any]) -> str | None:
+    """The ``make_vec`` mode that would keep a secret of ``kwargs`` in plain text, or ``None``.
+
+    In ``"sync"`` and ``"async"`` modes, ``gymnasium.make_vec`` builds Gymnasium's own vector env
+    and sets on it a spec holding every keyword as given; no class of this package is there to mask
+    it. The sub-envs (``async``: the first, built in the caller's process to read the spaces) are
+    made inside that call, so an env's constructor finds it on the stack and can refuse the key.
+    """
+    key, urls = kwargs.get("api_key"), kwargs.get("base_url")
+    if (key is None or isinstance(key, Redacted)) and _redact_urls(urls) == urls:
+        return None  # no secret in plain text
+    frame = sys._getframe(1)
+    while frame is not None:
+        if (
+            frame.f_code.co_name == "make_vec"
+            and frame.f_globals.get("__name__") == "gymnasium.envs.registration"
+        ):
+            mode = frame.f_locals.get("vectorization_mode")
+            value = str(getattr(mode, "value", mode))
+            return value if value in ("sync", "async") else None
+        frame = frame.f_back
+    return None
 
 
 class SpecWithoutSecrets:

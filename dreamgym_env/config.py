@@ -35,7 +35,14 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from dreamgym_env._secrets import MASK, Redacted, redact_text, redact_url, split_userinfo
+from dreamgym_env._secrets import (
+    MASK,
+    Redacted,
+    redact_text,
+    redact_url,
+    secrets_gymnasium_would_show,
+    split_userinfo,
+)
 from dreamgym_env.errors import ConfigError
 
 __all__ = ["BackendConfig", "EnvConfig", "merge_overrides", "validated"]
@@ -319,6 +326,14 @@ def merge_overrides(config: EnvConfig | None, overrides: dict[str, Any]) -> EnvC
     Raises:
         ConfigError: an unknown keyword or an invalid value; the message lists what is accepted.
     """
+    shown_by = secrets_gymnasium_would_show(overrides)
+    if shown_by:
+        raise ConfigError(
+            f"gymnasium.make_vec(..., vectorization_mode={shown_by!r}) keeps every keyword in plain text in "
+            "its vector env's spec (str(env.spec), env.spec.to_json()), so a key or a URL password given as "
+            "a keyword would show there. Set DREAMGYM_API_KEY (and DREAMGYM_BASE_URL) in the environment "
+            "instead, or use vectorization_mode='vector_entry_point', whose spec masks secrets."
+        )
     try:  # the defaults read DREAMGYM_BASE_URL, which may be wrong
         base = config or EnvConfig()
     except ValidationError as e:

@@ -47,6 +47,20 @@ def test_a_key_given_to_make_vec_is_not_in_its_spec():
     envs.close()
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(
+    "secret", [{"api_key": KEY}, {"base_url": f"http://user:{KEY}@127.0.0.1:8000/v1"}], ids=["key", "url"]
+)
+def test_gymnasiums_own_vector_envs_refuse_a_secret_they_would_show(mode, secret):
+    with pytest.raises(ConfigError, match="DREAMGYM_API_KEY") as caught:
+        gym.make_vec(ID, num_envs=2, vectorization_mode=mode, backend="scripted", **secret)
+    assert not _leaks(str(caught.value))
+    # Without a secret among the keywords, the same modes work.
+    envs = gym.make_vec(ID, num_envs=2, vectorization_mode=mode, backend="scripted")
+    envs.reset(seed=0)
+    envs.close()
+
+
 def test_a_key_in_the_url_is_sent_as_basic_auth_and_shown_nowhere(tmp_path, caplog):
     caplog.set_level(logging.DEBUG)  # every logger, the HTTP client's included
     seen = []
