@@ -152,8 +152,12 @@ def secrets_gymnasium_would_show(kwargs: dict[str, Any]) -> str | None:
     made inside that call, so an env's constructor finds it on the stack and can refuse the key.
     """
     key, urls = kwargs.get("api_key"), kwargs.get("base_url")
-    if (key is None or isinstance(key, Redacted)) and _redact_urls(urls) == urls:
-        return None  # no secret in plain text
+    try:
+        plain_url_secret = _redact_urls(urls) != urls
+    except ValueError:  # not a URL at all: the config's validation says so, without quoting it
+        plain_url_secret = False
+    if (key is None or isinstance(key, Redacted)) and not plain_url_secret:
+        return None
     frame = sys._getframe(1)
     while frame is not None:
         if (

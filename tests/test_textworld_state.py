@@ -7,6 +7,7 @@ import pytest
 from dreamgym_env.domains.textworld_state import (
     admissible_commands,
     complete_state,
+    nearby_facts,
     parse_state,
     split_things,
     state_changes,
@@ -164,3 +165,56 @@ def test_an_answer_the_domain_cannot_complete_is_asked_again() -> None:
     next_state, *_ = env.step("look")
     assert next_state.startswith("Nothing happens.\nRoom: ")
     assert env.unwrapped.backend.requests_received == 2  # type: ignore[attr-defined]
+
+
+LAYOUT = """Map: kitchen: north hall, east pantry; hall: south kitchen; pantry: west kitchen
+Room: kitchen | Exits: north (oak door: locked), east | Here: chest (closed), coin
+Room: hall | Exits: south (oak door: locked) | Here: bed
+Room: pantry | Exits: west | Here: nothing
+Inside: chest: key
+Keys: oak door: key"""
+
+IN_KITCHEN = """Done.
+Room: kitchen
+Exits: north (oak door: open), east
+Here: chest (closed)
+Carrying: coin"""
+
+
+def test_nearby_facts_give_the_rooms_behind_the_exits_with_the_doors_as_the_state_shows_them() -> None:
+    assert nearby_facts(IN_KITCHEN, LAYOUT).splitlines() == [
+        "north: Room: hall | Exits: south (oak door: open) | Here: bed",
+        "east: Room: pantry | Exits: west | Here: nothing",
+        "Inside: chest: key",
+        "Keys: oak door: key",
+    ]
+
+
+def test_nearby_facts_show_a_room_as_the_episode_last_showed_it() -> None:
+    in_pantry = "Done.\nRoom: pantry\nExits: west\nHere: coin\nCarrying: nothing"
+    back = IN_KITCHEN.replace("Carrying: coin", "Carrying: nothing")
+    facts = nearby_facts(back, LAYOUT, seen=[IN_KITCHEN, in_pantry])
+    assert "east: Room: pantry | Exits: west | Here: coin" in facts.splitlines()
+    assert nearby_facts("You are in a kitchen.", LAYOUT) == "" and nearby_facts(IN_KITCHEN, "") == ""
+
+
+def test_a_compact_prompt_shows_the_nearby_layout_instead_of_the_whole_one() -> None:
+    from dreamgym_env.domains import get_domain
+    from dreamgym_env.experience.prompt import build_messages
+    from dreamgym_env.types import Task
+
+    domain = get_domain("textworld")
+    task = Task(
+        task_id="t",
+        domain="textworld",
+        instruction="take the key",
+        metadata={"world": LAYOUT, "goal": "in(key, I)"},
+    )
+    facts = domain.describe_step(task, IN_KITCHEN, [])
+    compact = build_messages(domain, task, [], [], IN_KITCHEN, "go north", style="compact", step_facts=facts)
+    full = build_messages(domain, task, [], [], IN_KITCHEN, "go north", step_facts=facts)
+    user = compact[1]["content"]
+    assert "Map: " not in user and "goal: in(key, I)" in user and "north: Room: hall" in user
+    assert "take the key" not in user  # the goal's facts stand for the quest's prose
+    assert "Map: " in full[1]["content"] and "take the key" in full[1]["content"]
+    assert len(compact[0]["content"]) < 100 < len(full[0]["content"])

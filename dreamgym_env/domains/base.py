@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dreamgym_env.types import Task
+from dreamgym_env.types import Step, Task
 
 __all__ = ["Domain", "InitialState"]
 
@@ -41,6 +41,9 @@ class Domain(ABC):
             ``admissible_actions`` may be empty and agents rely on :attr:`action_help`.
         task_fact_keys: Task metadata keys (dotted for nested values) that the experience model needs
             to judge success but the agent does not see, e.g. WebShop's price limit.
+        step_fact_keys: Task fact keys that :meth:`describe_step` shows the relevant part of at each
+            step (TextWorld's layout: the rooms next door); a compact prompt leaves them out of the
+            task's facts.
         lists_actions: True when :meth:`admissible_actions` lists a state's actions itself, so the
             experience model is not asked for them (its answers leave ``admissible_actions`` empty).
     """
@@ -53,6 +56,7 @@ class Domain(ABC):
     action_patterns: Sequence[str] = ()
     open_actions: bool = False
     task_fact_keys: Sequence[str] = ()
+    step_fact_keys: Sequence[str] = ()
     lists_actions: bool = False
 
     def __init__(self) -> None:
@@ -80,16 +84,27 @@ class Domain(ABC):
             return None
         return f"'{action}' does not follow the {self.name} action grammar. {self.action_help}"
 
-    def describe_task(self, task: Task) -> str:
-        """Facts about ``task`` for the experience model only (the goal's hidden details), or ``""``."""
+    def describe_task(self, task: Task, keys: Sequence[str] | None = None) -> str:
+        """Facts about ``task`` for the experience model only (the goal's hidden details), or ``""``.
+
+        ``keys`` picks some of :attr:`task_fact_keys` (all by default).
+        """
         lines = []
-        for key in self.task_fact_keys:
+        for key in self.task_fact_keys if keys is None else keys:
             value: object = task.metadata
             for part in key.split("."):
                 value = value.get(part) if isinstance(value, dict) else None
             if value not in (None, "", [], {}):
                 lines.append(f"- {key}: {value}")
         return "\n".join(lines)
+
+    def describe_step(self, task: Task, state: str, history: Sequence[Step]) -> str:
+        """Hidden facts that bear on the next step from ``state`` (by default none).
+
+        ``history`` is the whole episode so far, whatever part of it the prompt shows, so a domain can
+        bring its task facts up to date with what the episode has shown.
+        """
+        return ""
 
     def state_answer(self, state: str, next_state: str) -> str:
         """What the experience model writes for ``next_state`` after ``state``: by default, all of it.

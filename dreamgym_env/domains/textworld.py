@@ -24,8 +24,13 @@ import numpy as np
 
 from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.domains.textworld_facts import QUEST_PREFIX, Fact, render_facts_state
-from dreamgym_env.domains.textworld_state import admissible_commands, complete_state, state_changes
-from dreamgym_env.types import Task
+from dreamgym_env.domains.textworld_state import (
+    admissible_commands,
+    complete_state,
+    nearby_facts,
+    state_changes,
+)
+from dreamgym_env.types import Step, Task
 
 __all__ = [
     "QUEST_PREFIX",
@@ -134,7 +139,10 @@ it; "open/close X", "unlock/lock X with K" (K carried and matching X); "take X",
 into the inventory; "drop X" puts it in the room, "put X on S", "insert X into C" onto or into a \
 supporter or an open container; "eat X" consumes carried food. The layout in the goal details (hidden \
 from the agent) says what each room holds at the start, where exits lead, what closed containers hold \
-and which key opens what; the winning conditions say when the quest is complete. Never contradict them.
+and which key opens what; the winning conditions say when the quest is complete. Never contradict them. \
+The hidden facts for this step give the part of the layout one step away, as the episode last showed \
+it: the room behind each exit ("north: Room: hall | Exits: .. | Here: .."), what closed containers here \
+hold, which key fits a lock here.
 
 Ending: done=true and success=true on the step that makes the winning conditions true ("You won."); \
 done=true, success=false when the quest becomes impossible ("You lost."); otherwise done=false.
@@ -196,6 +204,7 @@ class TextWorldDomain(Domain):
     max_steps = 50
     instructions = _INSTRUCTIONS
     task_fact_keys = ("world", "goal")
+    step_fact_keys = ("world",)
     lists_actions = True
     action_help = (
         "TextWorld commands (things are named as the game names them, e.g. 'wooden door'): look, inventory, "
@@ -214,6 +223,16 @@ class TextWorldDomain(Domain):
         rf"insert {_NAME} into {_NAME}",
         rf"(?:lock|unlock|cook|slice|chop|dice) {_NAME} with {_NAME}",
     )
+
+    def describe_step(self, task: Task, state: str, history: Sequence[Step]) -> str:
+        """The layout one step away: the rooms behind the exits, closed containers' contents, keys.
+
+        As the episode last showed them (:func:`~dreamgym_env.domains.textworld_state.nearby_facts`).
+        """
+        world = task.metadata.get("world")
+        if not isinstance(world, str):
+            return ""
+        return nearby_facts(state, world, [step.state for step in history])
 
     def state_answer(self, state: str, next_state: str) -> str:
         """The result line and the lines that change (:func:`~dreamgym_env.domains.textworld_state.state_changes`)."""

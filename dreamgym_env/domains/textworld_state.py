@@ -18,19 +18,24 @@ This module reads such text, for two jobs of the simulator:
 - **The commands a state admits** (:func:`admissible_commands`), listed the way TextWorld lists them,
   from the state and the game's layout (which things are supporters or food, which key opens what).
   They follow from the state by the game's rules, so the model is not asked for them.
+- **The part of the layout a step can reach** (:func:`nearby_facts`): the rooms behind the current
+  room's exits, what its closed containers hold, which keys fit its locks. A move is then one lookup
+  by direction, instead of two across the whole map (the room's exit on the map, then that room's
+  line), which a small model trained from scratch does not learn.
 
 Pure string functions: no TextWorld install needed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 __all__ = [
     "STATE_KEYS",
     "CanonicalState",
     "admissible_commands",
     "complete_state",
+    "nearby_facts",
     "parse_state",
     "split_things",
     "state_changes",
@@ -236,3 +241,76 @@ def admissible_commands(state: str, world: str = "") -> list[str] | None:
         if name in food:
             commands.add(f"eat {name}")
     return sorted(commands)
+
+
+def _layout(world: str) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """A layout's map (room -> direction -> room) and room lines (room -> ``Exits: .. | Here: ..``)."""
+    links: dict[str, dict[str, str]] = {}
+    rooms: dict[str, str] = {}
+    for line in world.split("\n"):
+        if line.startswith("Map: "):
+            for entry in line[5:].split("; "):
+                room, _, exits = entry.partition(": ")
+                links[room] = dict(e.split(" ", 1) for e in exits.split(", ") if " " in e)
+        elif line.startswith("Room: "):
+            name, _, rest = line[6:].partition(" | ")
+            rooms[name] = rest
+    return links, rooms
+
+
+def _door_states(exits: str) -> dict[str, str]:
+    """``east (screen door: open), west`` -> ``{"screen door": "open"}``."""
+    states = {}
+    for item in split_things(exits):
+        door = item.partition(" (")[2].removesuffix(")")
+        name, _, state = door.partition(": ")
+        if name:
+            states[name] = state
+    return states
+
+
+def nearby_facts(state: str, world: str, seen: Sequence[str] = ()) -> str:
+    """What the simulator knows about the rooms and things one step away from ``state``, or ``""``.
+
+    The layout (``world``) is the game's start; ``seen`` are the episode's earlier states, oldest
+    first, and what they show is newer: a room reads as the episode last showed it (what was dropped
+    or taken there since the start), and a door as the latest state that showed it (one door joins
+    two rooms, so opening it in one changes the other's exit).
+
+    One line per exit of the current room with the room it leads to, as a state shows it on arrival
+    (``north: Room: hall | Exits: south (oak door: open) | Here: bed``); then ``Inside:`` what the
+    closed containers here or carried hold, and ``Keys:`` which key fits a lock here.
+    """
+    parsed = parse_state(state)
+    if parsed is None or not world:
+        return ""
+    links, rooms = _layout(world)
+    doors: dict[str, str] = {}
+    for earlier in (*seen, state):
+        shown = parse_state(earlier)
+        if shown is not None:
+            rooms[shown.lines["Room"]] = f"Exits: {shown.lines['Exits']} | Here: {shown.lines['Here']}"
+            doors.update(_door_states(shown.lines["Exits"]))
+    lines = []
+    for direction, target in links.get(parsed.lines["Room"], {}).items():
+        line = rooms.get(target)
+        if line is not None:
+            lines.append(f"{direction}: Room: {target} | {_with_doors(line, doors)}")
+    things = [_thing(item) for key in ("Here", "Carrying") for item in split_things(parsed.lines[key])]
+    names = {name for name, _, _ in things} | set(_door_states(parsed.lines["Exits"]))
+    closed = {name for name, kind, _ in things if kind in ("closed", "locked")}
+    inside = {k: v for k, v in _world_part(world, "Inside").items() if k in closed}
+    keys = {k: v for k, v in _world_part(world, "Keys").items() if k in names}
+    if inside:
+        lines.append(f"Inside: {'; '.join(f'{k}: {v}' for k, v in sorted(inside.items()))}")
+    if keys:
+        lines.append(f"Keys: {'; '.join(f'{k}: {v}' for k, v in sorted(keys.items()))}")
+    return "\n".join(lines)
+
+
+def _with_doors(line: str, doors: dict[str, str]) -> str:
+    """A room line whose doors read as ``doors`` says (their latest known states)."""
+    for door, door_state in doors.items():
+        for old in ("open", "closed", "locked"):
+            line = line.replace(f"({door}: {old})", f"({door}: {door_state})")
+    return line

@@ -103,6 +103,7 @@ class ExperienceModel:
                 action,
                 admissible_actions,
                 style=self.config.prompt_style,
+                step_facts=self.domain.describe_step(task, state, history),
             ),
             json_schema=self.json_schema,
             seed=seed,

@@ -39,6 +39,7 @@ def build_messages(
     admissible_actions: Sequence[str] = (),
     *,
     style: PromptStyle = "full",
+    step_facts: str = "",
 ) -> list[dict[str, str]]:
     """Return the chat messages for one transition request.
 
@@ -46,9 +47,14 @@ def build_messages(
     model. ``style="compact"`` is for a model fine-tuned on the domain's transitions, which has learned
     the rules from its data: no instructions, and the task's prose left out when the domain's hidden
     task facts (its layout and winning conditions) say what the model needs. A shorter prompt is both
-    cheaper to serve and less to learn.
+    cheaper to serve and less to learn. ``step_facts`` (:meth:`Domain.describe_step`) are the hidden
+    facts that bear on this step; a compact prompt shows them instead of the task facts they come
+    from (:attr:`Domain.step_fact_keys`).
     """
-    facts = domain.describe_task(task)
+    keys = (
+        [k for k in domain.task_fact_keys if k not in domain.step_fact_keys] if style == "compact" else None
+    )
+    facts = domain.describe_task(task, keys)
     if style == "compact":
         system = f"Simulate {domain.name}: answer the next transition."
     else:
@@ -63,6 +69,7 @@ def build_messages(
         facts,
         () if domain.lists_actions else admissible_actions,
         show_instruction=style == "full" or not facts,
+        step_facts=step_facts,
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
@@ -78,6 +85,7 @@ def render_user_prompt(
     admissible_actions: Sequence[str] = (),
     *,
     show_instruction: bool = True,
+    step_facts: str = "",
 ) -> str:
     """The user turn: task, history, demonstrations, then the current state and action.
 
@@ -113,5 +121,8 @@ def render_user_prompt(
                 f"Done: {str(demo.done).lower()}, success: {str(demo.success).lower()}\n\n"
             )
     listed_now = f"Admissible actions: {json.dumps(list(admissible_actions))}\n" if admissible_actions else ""
-    parts.append(f"# Current step\nState:\n{state}\n{listed_now}Action: {action}\n\nPredict the next state.")
+    nearby = f"Hidden facts for this step:\n{step_facts}\n" if step_facts else ""
+    parts.append(
+        f"# Current step\n{nearby}State:\n{state}\n{listed_now}Action: {action}\n\nPredict the next state."
+    )
     return "".join(parts)
