@@ -15,6 +15,7 @@ import dataclasses
 import re
 import sys
 from collections.abc import Iterable
+from types import FrameType
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -158,7 +159,7 @@ def secrets_gymnasium_would_show(kwargs: dict[str, Any]) -> str | None:
         plain_url_secret = False
     if (key is None or isinstance(key, Redacted)) and not plain_url_secret:
         return None
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if (
             frame.f_code.co_name == "make_vec"
