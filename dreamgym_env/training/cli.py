@@ -130,6 +130,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         epochs=args.epochs,
         max_steps=args.max_steps,
         max_seconds=args.max_seconds,
+        stop_at_step=args.stop_at_step,
         learning_rate=args.lr,
         batch_size=args.batch_size,
         grad_accum=args.grad_accum,
@@ -249,6 +250,11 @@ def add_training_commands(commands: argparse._SubParsersAction) -> None:  # type
     t.add_argument("--epochs", type=float, default=3.0)
     t.add_argument("--max-steps", type=int, default=-1)
     t.add_argument("--max-seconds", type=float, help="Wall-clock training budget.")
+    t.add_argument(
+        "--stop-at-step",
+        type=bounded_int(1),
+        help="End this sitting after this optimizer step; the schedule still spans --max-steps.",
+    )
     t.add_argument("--lr", type=float, help="Learning rate (default: 2e-3 scratch, 2e-4 LoRA, 2e-5 full).")
     t.add_argument("--batch-size", type=int, default=8)
     t.add_argument("--grad-accum", type=int, default=1)

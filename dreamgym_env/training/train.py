@@ -81,6 +81,9 @@ class TrainConfig:
             saves a checkpoint when ``save_steps`` is set, so a later sitting resumes there). With a
             budget and no ``max_steps`` the learning rate is constant after 10 warm-up steps (the last
             step is not known in advance); with ``max_steps`` the cosine schedule spans every sitting.
+        stop_at_step: End this sitting after this optimizer step (saving a checkpoint when
+            ``save_steps`` is set) while the schedule still spans ``max_steps``: a run cut short at a
+            step count, which, unlike a time budget, any machine repeats exactly.
         learning_rate: Peak learning rate (cosine decay after 3% warm-up without a time budget).
         batch_size: Examples per device step.
         grad_accum: Steps accumulated per optimizer update.
@@ -112,6 +115,7 @@ class TrainConfig:
     epochs: float = 3.0
     max_steps: int = -1
     max_seconds: float | None = None
+    stop_at_step: int | None = None
     learning_rate: float | None = None
     batch_size: int = 8
     grad_accum: int = 1
@@ -342,11 +346,13 @@ def _train(config: TrainConfig, torch: Any, transformers: Any, trl: Any, dataset
         eval_dataset=datasets.Dataset.from_list(eval_kept) if eval_kept else None,
         processing_class=tok,
         peft_config=peft_config,
-        callbacks=(
-            [_deadline_callback(transformers, config.max_seconds, save=bool(config.save_steps))]
-            if config.max_seconds
-            else None
-        ),
+        callbacks=[
+            _deadline_callback(
+                transformers, config.max_seconds, config.stop_at_step, save=bool(config.save_steps)
+            )
+        ]
+        if config.max_seconds or config.stop_at_step
+        else None,
     )
     sitting_started = time.monotonic()
     output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
@@ -437,15 +443,20 @@ def _record_sitting(
     return sittings
 
 
-def _deadline_callback(transformers: Any, seconds: float, *, save: bool = False) -> Any:
-    """Stops training at the first optimizer step past a wall-clock budget (saving a checkpoint if ``save``)."""
+def _deadline_callback(
+    transformers: Any, seconds: float | None, last_step: int | None = None, *, save: bool = False
+) -> Any:
+    """Stops training at the first optimizer step past a wall-clock budget or at ``last_step`` (saving a
+    checkpoint if ``save``)."""
 
     class Deadline(transformers.TrainerCallback):  # type: ignore[misc, name-defined]
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self.deadline = time.monotonic() + seconds
+            self.deadline = time.monotonic() + seconds if seconds else float("inf")
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if time.monotonic() >= self.deadline:
+            if time.monotonic() >= self.deadline or (
+                last_step is not None and state.global_step >= last_step
+            ):
                 control.should_training_stop = True
                 control.should_save = save
 
