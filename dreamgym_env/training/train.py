@@ -447,7 +447,8 @@ def _deadline_callback(
     transformers: Any, seconds: float | None, last_step: int | None = None, *, save: bool = False
 ) -> Any:
     """Stops training at the first optimizer step past a wall-clock budget or at ``last_step`` (saving a
-    checkpoint if ``save``)."""
+    checkpoint if ``save``).
+    """
 
     class Deadline(transformers.TrainerCallback):  # type: ignore[misc, name-defined]
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
