@@ -446,8 +446,9 @@ def _record_sitting(
 def _deadline_callback(
     transformers: Any, seconds: float | None, last_step: int | None = None, *, save: bool = False
 ) -> Any:
-    """Stops training at the first optimizer step past a wall-clock budget or at ``last_step`` (saving a
-    checkpoint if ``save``).
+    """Stops training at the first optimizer step past a wall-clock budget, or at ``last_step``.
+
+    A checkpoint is saved there when ``save`` is set, so a later sitting resumes from it.
     """
 
     class Deadline(transformers.TrainerCallback):  # type: ignore[misc, name-defined]
