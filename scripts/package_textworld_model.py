@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from dreamgym_env.real.textworld_suite import build_suite
-from dreamgym_env.serving.shipped import weights_checksum
+from dreamgym_env.serving.shipped import SHIPPED_MAX_TOKENS, weights_checksum
 
 FILES = (
     "config.json",
@@ -163,7 +163,8 @@ def _score(main: Any, base_url: str, out: Path, sources: list[str], label: str) 
     args = ["eval-fidelity", *sources, "--out", str(out)]
     if main([*args, "--baseline", "repeat-state", "--baseline", "nearest-transition"]) != 0:
         sys.exit(f"baselines failed on {label}")
-    if main([*args, "--base-url", base_url, "--model", "textworld", "--max-tokens", "640"]) != 0:
+    served = ["--base-url", base_url, "--model", "textworld", "--max-tokens", str(SHIPPED_MAX_TOKENS)]
+    if main([*args, *served, "--timeout", "600", "--concurrency", "16"]) != 0:
         sys.exit(f"model evaluation failed on {label}")
     print(f"\n## {label}\n" + (out / "fidelity.md").read_text(encoding="utf-8"), flush=True)
     reports = {
