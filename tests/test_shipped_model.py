@@ -78,7 +78,8 @@ def test_serve_command_prints_a_url_that_simulates_an_unseen_game(tmp_path):
         start_new_session=True,
     )
     try:
-        deadline, printed = time.monotonic() + 300, ""
+        # First use builds the base from its PyPI wheel and merges the adapter before vLLM starts.
+        deadline, printed = time.monotonic() + 900, ""
         assert proc.stdout is not None
         while time.monotonic() < deadline and "export DREAMGYM_BASE_URL" not in printed:
             line = proc.stdout.readline()
