@@ -208,9 +208,7 @@ def admissible_commands(state: str, world: str = "") -> list[str] | None:
     food = set(split_things(kinds.get("food", "")))
     carried = [_thing(item)[0] for item in split_things(parsed.lines["Carrying"])]
     commands = {"look", "inventory"}
-    for item in split_things(parsed.lines["Exits"]):
-        direction, _, door = item.partition(" (")
-        door_name, _, door_state = door.removesuffix(")").partition(": ")
+    for direction, door_name, door_state in _exits(parsed.lines["Exits"]):
         if not door_name:
             commands.add(f"go {direction}")
             continue
@@ -258,15 +256,19 @@ def _layout(world: str) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     return links, rooms
 
 
+def _exits(listing: str) -> list[tuple[str, str, str]]:
+    """``east (screen door: open), west`` -> ``[("east", "screen door", "open"), ("west", "", "")]``."""
+    parts = []
+    for item in split_things(listing):
+        direction, _, door = item.partition(" (")
+        name, _, state = door.removesuffix(")").partition(": ")
+        parts.append((direction, name, state))
+    return parts
+
+
 def _door_states(exits: str) -> dict[str, str]:
     """``east (screen door: open), west`` -> ``{"screen door": "open"}``."""
-    states = {}
-    for item in split_things(exits):
-        door = item.partition(" (")[2].removesuffix(")")
-        name, _, state = door.partition(": ")
-        if name:
-            states[name] = state
-    return states
+    return {name: state for _, name, state in _exits(exits) if name}
 
 
 def nearby_facts(state: str, world: str, seen: Sequence[str] = ()) -> str:
