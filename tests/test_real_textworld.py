@@ -126,3 +126,39 @@ def test_text_format_keeps_the_games_prose(games: list[str]) -> None:
     env.close()
     with pytest.raises(ConfigError, match="state_format"):
         TextWorldRealEnv(games, state_format="html")  # type: ignore[arg-type]
+
+
+@pytest.mark.real
+def test_the_domains_rules_agree_with_the_engine_step_by_step(games: list[str]) -> None:
+    """The commands the domain lists and the wins it judges match the real engine's, on noisy expert play."""
+    import random
+
+    from dreamgym_env.domains.textworld_goal import goal_reached
+    from dreamgym_env.real.textworld import TextWorldRealEnv
+
+    domain = TextWorldDomain()
+    env = TextWorldRealEnv(games)
+    rng = random.Random(5)
+    wins = 0
+    for i, game in enumerate(games):
+        first, info = env.reset(seed=i, options={"game_file": game})
+        task = env.task
+        assert task is not None
+        steps: list[tuple[str, str]] = []
+        plan = list(info["expert_plan"])
+        for _ in range(40):
+            noisy = rng.random() < 0.3 or not plan
+            action = rng.choice(info["admissible_actions"]) if noisy else plan.pop(0)
+            state, _, terminated, truncated, info = env.step(action)
+            steps.append((action, state))
+            assert domain.admissible_actions(state, task) == sorted(info["admissible_actions"]), action
+            assert (
+                goal_reached(task.metadata["goal"], task.metadata["world"], first, steps) == info["success"]
+            )
+            if terminated or truncated:
+                wins += info["success"]
+                break
+            if noisy:  # back on the expert's path from wherever the noise led
+                plan = list(info.get("expert_plan") or plan)
+    env.close()
+    assert wins >= 1  # the check saw a win, not only steps that do not win

@@ -11,7 +11,7 @@ import numpy as np
 
 from dreamgym_env.types import Step, Task
 
-__all__ = ["Domain", "InitialState"]
+__all__ = ["Domain", "InitialState", "StepOutcome"]
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,15 @@ class InitialState:
 
     state: str
     admissible_actions: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """A step's next state and ending as the domain rules them (see :meth:`Domain.judge_step`)."""
+
+    next_state: str
+    done: bool
+    success: bool
 
 
 class Domain(ABC):
@@ -127,6 +136,19 @@ class Domain(ABC):
         """The actions ``state`` admits, when the domain can list them itself (see :attr:`lists_actions`).
 
         ``None`` (the default) leaves the list to the experience model.
+        """
+        return None
+
+    def judge_step(
+        self, task: Task, history: Sequence[Step], state: str, action: str, next_state: str
+    ) -> StepOutcome | None:
+        """Whether the step from ``state`` by ``action`` to ``next_state`` ends the episode, and how.
+
+        For a domain whose tasks carry checkable winning conditions (TextWorld's ``goal``), the
+        outcome follows from the states, so the domain rules it and the experience model only has to
+        predict the state; the returned state agrees with the ruling (its result line, say).
+        ``history`` is the episode before ``state``. ``None`` (the default) leaves the ending to the
+        experience model.
         """
         return None
 

@@ -22,12 +22,20 @@ from pathlib import Path
 
 import numpy as np
 
-from dreamgym_env.domains.base import Domain, InitialState
-from dreamgym_env.domains.textworld_facts import QUEST_PREFIX, Fact, render_facts_state
+from dreamgym_env.domains.base import Domain, InitialState, StepOutcome
+from dreamgym_env.domains.textworld_facts import (
+    QUEST_PREFIX,
+    RESULT_LOST,
+    RESULT_WON,
+    Fact,
+    render_facts_state,
+)
+from dreamgym_env.domains.textworld_goal import goal_reached
 from dreamgym_env.domains.textworld_state import (
     admissible_commands,
     complete_state,
     nearby_facts,
+    parse_state,
     state_changes,
 )
 from dreamgym_env.types import Step, Task
@@ -249,6 +257,31 @@ class TextWorldDomain(Domain):
         """
         world = task.metadata.get("world")
         return admissible_commands(state, world if isinstance(world, str) else "")
+
+    def judge_step(
+        self, task: Task, history: Sequence[Step], state: str, action: str, next_state: str
+    ) -> StepOutcome | None:
+        """The ending by the result line and the task's winning conditions (:func:`~dreamgym_env.domains.textworld_goal.goal_reached`).
+
+        A step wins when its result line says ``You won.`` or when the episode's states meet every
+        quest of the task's ``goal``: the goal check catches the wins an answer's result line misses
+        (it then reads ``You won.``), while a win the answer claims stands, since a state that misses
+        a changed line can still come with the right verdict. ``You lost.`` ends the episode too.
+        ``None`` for a state that is not canonical (prose).
+        """
+        parsed = parse_state(next_state)
+        if parsed is None or not parsed.result:
+            return None
+        won = parsed.result == RESULT_WON
+        goal, world = task.metadata.get("goal"), task.metadata.get("world")
+        if not won and isinstance(goal, str) and goal.strip():
+            states = [step.state for step in history] + [state, next_state]
+            steps = list(zip([step.action for step in history] + [action], states[1:], strict=True))
+            won = bool(goal_reached(goal, world if isinstance(world, str) else "", states[0], steps))
+            if won:
+                parsed.result = RESULT_WON
+                next_state = parsed.render()
+        return StepOutcome(next_state, done=won or parsed.result == RESULT_LOST, success=won)
 
     def initial_state(self, task: Task, rng: np.random.Generator) -> InitialState:
         """The real first state when the task carries one, else a room drawn with ``rng``."""

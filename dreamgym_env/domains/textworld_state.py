@@ -35,10 +35,12 @@ __all__ = [
     "CanonicalState",
     "admissible_commands",
     "complete_state",
+    "exits_of",
     "nearby_facts",
     "parse_state",
     "split_things",
     "state_changes",
+    "thing_of",
 ]
 
 STATE_KEYS: tuple[str, ...] = ("Room", "Exits", "Here", "Carrying")
@@ -155,7 +157,7 @@ def split_things(listing: str) -> list[str]:
     return [item for item in items if item and item not in ("nothing", "none")]
 
 
-def _thing(item: str) -> tuple[str, str, list[str]]:
+def thing_of(item: str) -> tuple[str, str, list[str]]:
     """An item's name, its kind as the text shows it, and what it holds or supports.
 
     The kind is ``open``, ``closed`` or ``locked`` for a container, ``on`` for a supporter with
@@ -167,7 +169,7 @@ def _thing(item: str) -> tuple[str, str, list[str]]:
     for i, part in enumerate(parts):
         word, sep, rest = part.partition(": ")
         if sep and word in ("holds", "on"):  # the list runs to the end of the notes
-            held = [_thing(h)[0] for h in [rest, *parts[i + 1 :]]]
+            held = [thing_of(h)[0] for h in [rest, *parts[i + 1 :]]]
             kind = "on" if word == "on" else kind
             break
         if part in ("open", "closed", "locked"):
@@ -206,9 +208,9 @@ def admissible_commands(state: str, world: str = "") -> list[str] | None:
     kinds = _world_part(world, "Kinds")
     supporters = set(split_things(kinds.get("supporters", "")))
     food = set(split_things(kinds.get("food", "")))
-    carried = [_thing(item)[0] for item in split_things(parsed.lines["Carrying"])]
+    carried = [thing_of(item)[0] for item in split_things(parsed.lines["Carrying"])]
     commands = {"look", "inventory"}
-    for direction, door_name, door_state in _exits(parsed.lines["Exits"]):
+    for direction, door_name, door_state in exits_of(parsed.lines["Exits"]):
         if not door_name:
             commands.add(f"go {direction}")
             continue
@@ -219,7 +221,7 @@ def admissible_commands(state: str, world: str = "") -> list[str] | None:
             commands.add(f"open {door_name}")
         commands.update(_lock_commands(door_name, door_state, keys.get(door_name), carried))
     for item in split_things(parsed.lines["Here"]):
-        name, kind, held = _thing(item)
+        name, kind, held = thing_of(item)
         commands.add(f"examine {name}")
         if kind in ("open", "closed", "locked"):  # a container
             commands.update(_lock_commands(name, kind, keys.get(name), carried))
@@ -256,7 +258,7 @@ def _layout(world: str) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     return links, rooms
 
 
-def _exits(listing: str) -> list[tuple[str, str, str]]:
+def exits_of(listing: str) -> list[tuple[str, str, str]]:
     """``east (screen door: open), west`` -> ``[("east", "screen door", "open"), ("west", "", "")]``."""
     parts = []
     for item in split_things(listing):
@@ -268,7 +270,7 @@ def _exits(listing: str) -> list[tuple[str, str, str]]:
 
 def _door_states(exits: str) -> dict[str, str]:
     """``east (screen door: open), west`` -> ``{"screen door": "open"}``."""
-    return {name: state for _, name, state in _exits(exits) if name}
+    return {name: state for _, name, state in exits_of(exits) if name}
 
 
 def nearby_facts(state: str, world: str, seen: Sequence[str] = ()) -> str:
@@ -298,7 +300,7 @@ def nearby_facts(state: str, world: str, seen: Sequence[str] = ()) -> str:
         line = rooms.get(target)
         if line is not None:
             lines.append(f"{direction}: Room: {target} | {_with_doors(line, doors)}")
-    things = [_thing(item) for key in ("Here", "Carrying") for item in split_things(parsed.lines[key])]
+    things = [thing_of(item) for key in ("Here", "Carrying") for item in split_things(parsed.lines[key])]
     names = {name for name, _, _ in things} | set(_door_states(parsed.lines["Exits"]))
     closed = {name for name, kind, _ in things if kind in ("closed", "locked")}
     inside = {k: v for k, v in _world_part(world, "Inside").items() if k in closed}

@@ -192,7 +192,7 @@ class ExperienceModel:
                 start = time.perf_counter()
                 output, error = _parse(completion, self.config)
                 if output is not None:
-                    output, error = self._complete(output, task, state)
+                    output, error = self._complete(output, task, history, state, action)
                 parse_s += time.perf_counter() - start
             if output is not None:
                 return Prediction(output, completion, attempt + 1, None, build_s, parse_s, model_s, received)
@@ -221,9 +221,12 @@ class ExperienceModel:
         return Prediction(None, completion, attempts, error, build_s, parse_s, model_s, received)
 
     def _complete(
-        self, output: ExperienceOutput, task: Task, state: str
+        self, output: ExperienceOutput, task: Task, history: Sequence[Step], state: str, action: str
     ) -> tuple[ExperienceOutput | None, str]:
-        """The answer as a whole transition: the domain completes the state and, if it can, lists the actions."""
+        """The answer as a whole transition: the domain completes the state and, where it can, rules its ending.
+
+        See :meth:`Domain.judge_step`; a domain that lists actions lists them for the completed state.
+        """
         try:
             next_state = self.domain.complete_state(state, output.next_state)
         except ValueError as e:
@@ -233,8 +236,13 @@ class ExperienceModel:
                 None,
                 f"the completed next_state has {len(next_state)} characters, over max_state_chars={self.config.max_state_chars}",
             )
+        update: dict[str, object] = {}
+        outcome = self.domain.judge_step(task, history, state, action, next_state)
+        if outcome is not None:
+            next_state = outcome.next_state
+            update.update(done=outcome.done, success=outcome.success)
+        update["next_state"] = next_state
         listed = self.domain.admissible_actions(next_state, task) if self.domain.lists_actions else None
-        update: dict[str, object] = {"next_state": next_state}
         if listed is not None:
             update["admissible_actions"] = listed[: self.config.max_admissible_actions]
         return output.model_copy(update=update), ""
