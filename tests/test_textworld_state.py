@@ -190,6 +190,17 @@ def test_nearby_facts_give_the_rooms_behind_the_exits_with_the_doors_as_the_stat
     ]
 
 
+def test_nearby_facts_for_an_action_keep_only_what_it_reaches() -> None:
+    assert (
+        nearby_facts(IN_KITCHEN, LAYOUT, action="go east")
+        == "east: Room: pantry | Exits: west | Here: nothing"
+    )
+    assert nearby_facts(IN_KITCHEN, LAYOUT, action="open chest") == "Inside: chest: key"
+    assert nearby_facts(IN_KITCHEN, LAYOUT, action="unlock oak door with key") == "Keys: oak door: key"
+    assert nearby_facts(IN_KITCHEN, LAYOUT, action="look") == ""
+    assert nearby_facts(IN_KITCHEN, LAYOUT, action="open chestnut box") == ""  # a name only as a whole word
+
+
 def test_nearby_facts_show_a_room_as_the_episode_last_showed_it() -> None:
     in_pantry = "Done.\nRoom: pantry\nExits: west\nHere: coin\nCarrying: nothing"
     back = IN_KITCHEN.replace("Carrying: coin", "Carrying: nothing")
@@ -210,11 +221,12 @@ def test_a_compact_prompt_shows_the_nearby_layout_instead_of_the_whole_one() -> 
         instruction="take the key",
         metadata={"world": LAYOUT, "goal": "in(key, I)"},
     )
-    facts = domain.describe_step(task, IN_KITCHEN, [])
+    facts = domain.describe_step(task, [], IN_KITCHEN, "go north")
     compact = build_messages(domain, task, [], [], IN_KITCHEN, "go north", style="compact", step_facts=facts)
     full = build_messages(domain, task, [], [], IN_KITCHEN, "go north", step_facts=facts)
     user = compact[1]["content"]
     assert "Map: " not in user and "goal: in(key, I)" in user and "north: Room: hall" in user
+    assert "east: Room: pantry" not in user  # only the room this move enters
     assert "take the key" not in user  # the goal's facts stand for the quest's prose
     assert "Map: " in full[1]["content"] and "take the key" in full[1]["content"]
     assert len(compact[0]["content"]) < 100 < len(full[0]["content"])

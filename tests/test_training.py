@@ -122,6 +122,50 @@ def test_interrupted_training_resumes_where_it_stopped_and_sums_its_sittings(sft
         TrainConfig(data_dir="d", output_dir="o", from_scratch=True, save_steps=0)
 
 
+def test_a_killed_sitting_still_counts_up_to_its_last_checkpoint(sft_dir, tmp_path, monkeypatch):
+    pytest.importorskip("trl")
+    import transformers
+
+    import dreamgym_env.training.train as train_module
+
+    class Killed(Exception):
+        pass
+
+    class KillAtStep3(transformers.TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+            if state.global_step == 3:  # after the checkpoint at step 2, before the next
+                raise Killed
+
+    def config(max_seconds: float | None) -> TrainConfig:
+        return TrainConfig(
+            data_dir=str(sft_dir),
+            output_dir=str(tmp_path / "m"),
+            from_scratch=True,
+            scratch=TINY,
+            max_steps=4,
+            batch_size=2,
+            use_cpu=True,
+            evaluate=False,
+            save_steps=2,
+            resume=True,
+            max_seconds=max_seconds,
+        )
+
+    with monkeypatch.context() as patch:
+        patch.setattr(train_module, "_deadline_callback", lambda *args, **kwargs: KillAtStep3())
+        with pytest.raises(Killed):
+            train_module.train_experience_model(config(1e6))
+    log = json.loads((tmp_path / "m" / "_trainer" / "sittings.json").read_text())
+    assert [s["last_step"] for s in log] == [2] and log[0]["seconds"] > 0
+    train_module.train_experience_model(config(None))
+    manifest = json.loads((tmp_path / "m" / train_module.TRAINING_MANIFEST).read_text())
+    assert [(s["resumed_from"], s["last_step"]) for s in manifest["sittings"]] == [
+        (None, 2),
+        ("checkpoint-2", 4),
+    ]
+    assert manifest["total"]["seconds"] >= log[0]["seconds"]
+
+
 @pytest.mark.integration
 def test_dreamgym_train_output_is_served_by_vllm(sft_dir, tmp_path):
     pytest.importorskip("trl")

@@ -107,8 +107,8 @@ class Domain(ABC):
                 lines.append(f"- {key}: {value}")
         return "\n".join(lines)
 
-    def describe_step(self, task: Task, state: str, history: Sequence[Step]) -> str:
-        """Hidden facts that bear on the next step from ``state`` (by default none).
+    def describe_step(self, task: Task, history: Sequence[Step], state: str, action: str) -> str:
+        """Hidden facts that bear on the step from ``state`` by ``action`` (by default none).
 
         ``history`` is the whole episode so far, whatever part of it the prompt shows, so a domain can
         bring its task facts up to date with what the episode has shown.

@@ -232,15 +232,15 @@ class TextWorldDomain(Domain):
         rf"(?:lock|unlock|cook|slice|chop|dice) {_NAME} with {_NAME}",
     )
 
-    def describe_step(self, task: Task, state: str, history: Sequence[Step]) -> str:
-        """The layout one step away: the rooms behind the exits, closed containers' contents, keys.
+    def describe_step(self, task: Task, history: Sequence[Step], state: str, action: str) -> str:
+        """The layout the action reaches: the room a move enters, the contents and keys of what it names.
 
         As the episode last showed them (:func:`~dreamgym_env.domains.textworld_state.nearby_facts`).
         """
         world = task.metadata.get("world")
         if not isinstance(world, str):
             return ""
-        return nearby_facts(state, world, [step.state for step in history])
+        return nearby_facts(state, world, [step.state for step in history], action)
 
     def state_answer(self, state: str, next_state: str) -> str:
         """The result line and the lines that change (:func:`~dreamgym_env.domains.textworld_state.state_changes`)."""

@@ -28,6 +28,7 @@ Pure string functions: no TextWorld install needed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 __all__ = [
@@ -273,7 +274,7 @@ def _door_states(exits: str) -> dict[str, str]:
     return {name: state for _, name, state in exits_of(exits) if name}
 
 
-def nearby_facts(state: str, world: str, seen: Sequence[str] = ()) -> str:
+def nearby_facts(state: str, world: str, seen: Sequence[str] = (), action: str | None = None) -> str:
     """What the simulator knows about the rooms and things one step away from ``state``, or ``""``.
 
     The layout (``world``) is the game's start; ``seen`` are the episode's earlier states, oldest
@@ -284,6 +285,10 @@ def nearby_facts(state: str, world: str, seen: Sequence[str] = ()) -> str:
     One line per exit of the current room with the room it leads to, as a state shows it on arrival
     (``north: Room: hall | Exits: south (oak door: open) | Here: bed``); then ``Inside:`` what the
     closed containers here or carried hold, and ``Keys:`` which key fits a lock here.
+
+    With ``action``, only what that action can need: a move's one room, and the contents and keys of
+    the things the action names (``""`` for a step that needs none). A move is then a copy of the one
+    line given, and the prompt is shorter.
     """
     parsed = parse_state(state)
     if parsed is None or not world:
@@ -298,18 +303,25 @@ def nearby_facts(state: str, world: str, seen: Sequence[str] = ()) -> str:
     lines = []
     for direction, target in links.get(parsed.lines["Room"], {}).items():
         line = rooms.get(target)
-        if line is not None:
+        if line is not None and (action is None or action == f"go {direction}"):
             lines.append(f"{direction}: Room: {target} | {_with_doors(line, doors)}")
     things = [thing_of(item) for key in ("Here", "Carrying") for item in split_things(parsed.lines[key])]
     names = {name for name, _, _ in things} | set(_door_states(parsed.lines["Exits"]))
     closed = {name for name, kind, _ in things if kind in ("closed", "locked")}
-    inside = {k: v for k, v in _world_part(world, "Inside").items() if k in closed}
+    if action is not None:
+        names = {name for name in names if _names(action, name)}
+    inside = {k: v for k, v in _world_part(world, "Inside").items() if k in closed and k in names}
     keys = {k: v for k, v in _world_part(world, "Keys").items() if k in names}
     if inside:
         lines.append(f"Inside: {'; '.join(f'{k}: {v}' for k, v in sorted(inside.items()))}")
     if keys:
         lines.append(f"Keys: {'; '.join(f'{k}: {v}' for k, v in sorted(keys.items()))}")
     return "\n".join(lines)
+
+
+def _names(action: str, thing: str) -> bool:
+    """Whether ``action`` names ``thing`` (as a whole name: "key" is not named by "take keycard")."""
+    return re.search(rf"(?<![\w'’.:-]){re.escape(thing)}(?![\w'’.:-])", action) is not None
 
 
 def _with_doors(line: str, doors: dict[str, str]) -> str:

@@ -103,7 +103,7 @@ class ExperienceModel:
                 action,
                 admissible_actions,
                 style=self.config.prompt_style,
-                step_facts=self.domain.describe_step(task, state, history),
+                step_facts=self.domain.describe_step(task, history, state, action),
             ),
             json_schema=self.json_schema,
             seed=seed,

@@ -339,6 +339,7 @@ def _train(config: TrainConfig, torch: Any, transformers: Any, trl: Any, dataset
         train_sampling_strategy="group_by_length" if config.group_by_length else "random",
         disable_tqdm=os.environ.get("DREAMGYM_NO_PROGRESS") == "1",
     )
+    sitting = _sitting_log(transformers, trainer_dir, checkpoint)
     trainer = trl.SFTTrainer(
         model=model,
         args=args,
@@ -347,16 +348,20 @@ def _train(config: TrainConfig, torch: Any, transformers: Any, trl: Any, dataset
         processing_class=tok,
         peft_config=peft_config,
         callbacks=[
-            _deadline_callback(
-                transformers, config.max_seconds, config.stop_at_step, save=bool(config.save_steps)
-            )
-        ]
-        if config.max_seconds or config.stop_at_step
-        else None,
+            sitting,
+            *(
+                [
+                    _deadline_callback(
+                        transformers, config.max_seconds, config.stop_at_step, save=bool(config.save_steps)
+                    )
+                ]
+                if config.max_seconds or config.stop_at_step
+                else []
+            ),
+        ],
     )
-    sitting_started = time.monotonic()
     output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    sittings = _record_sitting(trainer_dir, trainer.state, time.monotonic() - sitting_started, checkpoint)
+    sittings = sitting.record(trainer.state)
     eval_loss = None
     if eval_kept:
         eval_loss = float(trainer.evaluate()["eval_loss"])
@@ -422,25 +427,45 @@ def _latest_checkpoint(trainer_dir: Path) -> Path | None:
     return max(found, key=lambda p: int(p.name.split("-")[-1]), default=None)
 
 
-def _record_sitting(
-    trainer_dir: Path, state: Any, seconds: float, resumed_from: Path | None
-) -> list[dict[str, Any]]:
-    """Append this sitting to ``sittings.json`` (kept beside the checkpoints) and return every sitting."""
-    path = trainer_dir / "sittings.json"
-    sittings: list[dict[str, Any]] = []
-    if resumed_from is not None and path.is_file():
-        sittings = json.loads(path.read_text(encoding="utf-8"))
-    sittings.append(
-        {
-            "resumed_from": resumed_from.name if resumed_from else None,
-            "last_step": int(state.global_step),
-            "tokens_seen": int(getattr(state, "num_input_tokens_seen", 0) or 0),
-            "seconds": round(seconds, 1),
-        }
-    )
-    trainer_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(sittings, indent=1) + "\n", encoding="utf-8")
-    return sittings
+def _sitting_log(transformers: Any, trainer_dir: Path, resumed_from: Path | None) -> Any:
+    """Keeps this sitting's line of ``sittings.json`` (beside the checkpoints) up to date.
+
+    The line is written at every checkpoint as well as at the end, so a sitting that is killed still
+    counts up to the checkpoint the next one resumes from: the run's total steps, tokens and wall time
+    stay true across interruptions.
+    """
+
+    class SittingLog(transformers.TrainerCallback):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            self.started = time.monotonic()
+            path = trainer_dir / "sittings.json"
+            self.earlier: list[dict[str, Any]] = []
+            if resumed_from is not None and path.is_file():
+                step = int(resumed_from.name.rpartition("-")[2] or 0)
+                kept = json.loads(path.read_text(encoding="utf-8"))
+                self.earlier = [s for s in kept if int(s["last_step"]) <= step]  # none past the resume point
+
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.record(state)
+
+        def record(self, state: Any) -> list[dict[str, Any]]:
+            """Write every sitting so far, this one up to ``state``, and return them."""
+            sittings = [
+                *self.earlier,
+                {
+                    "resumed_from": resumed_from.name if resumed_from else None,
+                    "last_step": int(state.global_step),
+                    "tokens_seen": int(getattr(state, "num_input_tokens_seen", 0) or 0),
+                    "seconds": round(time.monotonic() - self.started, 1),
+                },
+            ]
+            trainer_dir.mkdir(parents=True, exist_ok=True)
+            (trainer_dir / "sittings.json").write_text(
+                json.dumps(sittings, indent=1) + "\n", encoding="utf-8"
+            )
+            return sittings
+
+    return SittingLog()
 
 
 def _deadline_callback(
