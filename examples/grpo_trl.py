@@ -293,6 +293,7 @@ def main(args: Args) -> None:
             save_strategy="no",
             seed=args.seed,
         )
+        sim.check_completion_budget(tok, args.max_completion_length)  # TRL would drop overlong tool results
         trainer = trl.GRPOTrainer(
             model=model,
             args=config,

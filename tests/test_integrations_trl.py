@@ -217,3 +217,15 @@ def test_grpo_trainer_steps_against_the_served_experience_model(vllm_server: Any
     assert backend is not None and all(
         r._env is None or r._env.unwrapped.backend is backend for r in envs._instances
     )
+
+
+def test_a_completion_budget_that_cannot_hold_one_observation_is_refused_with_the_size_needed() -> None:
+    from tests._tiny_policy import tiny_tokenizer
+
+    envs, tok = make_envs(), tiny_tokenizer()
+    per_turn = envs.check_completion_budget(tok, 4096, turns=2)
+    first = envs().reset(**envs.rows()[0])  # the first task's observation, as a rollout sees it
+    assert per_turn > len(tok(first)["input_ids"]) // 2 > 0
+    with pytest.raises(ConfigError, match=rf"at least {3 * per_turn}\b"):
+        envs.check_completion_budget(tok, 3 * per_turn - 1, turns=3)
+    assert envs.check_completion_budget(tok, 3 * per_turn, turns=3) == per_turn

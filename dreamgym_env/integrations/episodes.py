@@ -44,6 +44,9 @@ __all__ = ["EPISODE_OVER", "TASK_COLUMN", "DreamGymEnvironments", "DreamGymToolE
 #: The dataset column that carries a row's task (its JSON), read by :meth:`DreamGymToolEnv.reset`.
 TASK_COLUMN = "dreamgym_task"
 
+#: Tokens a tool call takes besides its observation: the call's markup and a short action.
+_ACTION_CALL_TOKENS = 32
+
 #: What ``act`` answers once the episode has ended (the model may keep calling the tool).
 EPISODE_OVER = "The episode is over; no further actions are taken."
 
@@ -273,6 +276,39 @@ class DreamGymEnvironments:
 
     def _row(self, task: Task) -> dict[str, Any]:
         return {"prompt": self.prompt(), TASK_COLUMN: task.model_dump_json(), "task_id": task.task_id}
+
+    def check_completion_budget(self, tokenizer: Any, max_completion_length: int, *, turns: int = 1) -> int:
+        """Check that a rollout's completion budget holds ``turns`` actions and what the env answers them.
+
+        TRL counts tool results in ``max_completion_length`` and, when one would pass it, drops that
+        result without a word: the env has stepped, yet the policy never sees what happened. Call this
+        before training with the trainer's tokenizer. An observation's size is measured on the first
+        state of one of the factory's tasks (a step's answer is of the same form).
+
+        Args:
+            tokenizer: The policy's tokenizer (anything callable as ``tokenizer(text)["input_ids"]``).
+            max_completion_length: ``GRPOConfig.max_completion_length``.
+            turns: How many actions a rollout should fit at least.
+
+        Returns:
+            The tokens one turn takes (an action call and its observation), as measured.
+
+        Raises:
+            ConfigError: the budget is below ``turns`` turns; the message says how many tokens they need.
+        """
+        task = self.tasks[0] if self.tasks else self._task_for({})
+        env = self._env()
+        obs, info = env.reset(seed=self._seed, options=self._reset_options(task))
+        observation = self._render(obs, info, False)
+        per_turn = len(tokenizer(observation)["input_ids"]) + _ACTION_CALL_TOKENS
+        if max_completion_length < turns * per_turn:
+            raise ConfigError(
+                f"max_completion_length={max_completion_length} does not fit {turns} turn(s) of {self.env_id}: "
+                f"one observation is {per_turn - _ACTION_CALL_TOKENS} tokens (plus about {_ACTION_CALL_TOKENS} "
+                f"for the action call), so {turns} need {turns * per_turn}. TRL drops a tool result that would "
+                f"pass the budget without saying so; raise max_completion_length to at least {turns * per_turn}."
+            )
+        return per_turn
 
     # ------------------------------------------------------------------ used by DreamGymToolEnv
     def _task_for(self, row: Mapping[str, Any]) -> Task:
