@@ -6,6 +6,11 @@ not how fast a server is. All three see the same observations: ``TextEmbedding(D
 per sub-env for SB3's two, the same features for the whole batch in ``SB3VecEnv``.
 
     python benchmarks/bench_sb3_vec_env.py [--num-envs 16] [--latency 0.05] [--steps 20] [--repeats 3]
+    python benchmarks/bench_sb3_vec_env.py --maskable-ppo --latency 0 --sizes 1 2 4 8 16 [--json F]
+
+``--maskable-ppo`` times sb3-contrib's ``MaskablePPO.learn`` (frames/s, rollout and update together)
+over ``DummyVecEnv`` and ``SB3VecEnv`` at each size, the two taking turns: the crossover where the
+concurrent VecEnv stops paying for a backend that answers at once.
 
 ``DummyVecEnv`` steps its sub-envs one after another (N round trips a step), ``SubprocVecEnv`` runs
 one process per sub-env (forked here, so start-up costs nothing), ``SB3VecEnv`` sends all N requests
@@ -65,6 +70,53 @@ def steps_per_second(kind: str, n: int, latency: float, steps: int) -> float:
         envs.close()
 
 
+def ppo_fps(kind: str, n: int, latency: float, frames: int) -> float:
+    """MaskablePPO frames per second (``learn(frames)``, rollouts of 64 steps, one epoch) over ``kind``."""
+    from sb3_contrib import MaskablePPO
+
+    envs = build(kind, n, latency)
+    try:
+        model = MaskablePPO("MlpPolicy", envs, n_steps=64, batch_size=256, n_epochs=1, seed=0)
+        start = time.perf_counter()
+        model.learn(frames)
+        return frames / (time.perf_counter() - start)
+    finally:
+        envs.close()
+
+
+def crossover(sizes: list[int], latency: float, frames: int, repeats: int, out: str | None) -> None:
+    """MaskablePPO fps of DummyVecEnv and SB3VecEnv at each size; the ratio per repeat."""
+    import json
+
+    rows = []
+    print(f"MaskablePPO frames/s, {latency * 1000:.0f} ms a model call, median (min-max) of {repeats} runs\n")
+    print("| N | DummyVecEnv | SB3VecEnv | SB3VecEnv / DummyVecEnv |\n|---:|---:|---:|---:|")
+    for n in sizes:
+        dummy, ours = [], []
+        for r in range(repeats):  # take turns, so load changes hit both
+            pair = [("DummyVecEnv", dummy), ("SB3VecEnv", ours)]
+            for kind, runs in pair if r % 2 == 0 else pair[::-1]:
+                runs.append(ppo_fps(kind, n, latency, frames))
+        ratios = [a / b for a, b in zip(ours, dummy, strict=True)]
+
+        def cell(values: list[float]) -> str:
+            return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+        print(f"| {n} | {cell(dummy)} | {cell(ours)} | {cell(ratios)} |")
+        rows.append({"num_envs": n, "dummy_fps": dummy, "sb3_vec_env_fps": ours, "ratio": ratios})
+    if out:
+        result = {
+            "benchmark": "bench_sb3_vec_env.py --maskable-ppo",
+            "env_id": ENV_ID,
+            "latency_s": latency,
+            "frames": frames,
+            "repeats": repeats,
+            "rows": rows,
+        }
+        with open(out, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -73,7 +125,14 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.05, help="Seconds each model call takes.")
     parser.add_argument("--steps", type=int, default=20, help="Vector steps per measurement.")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--maskable-ppo", action="store_true", help="Time MaskablePPO.learn instead.")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 2, 4, 8, 16], help="With --maskable-ppo.")
+    parser.add_argument("--frames", type=int, default=2048, help="With --maskable-ppo: frames per run.")
+    parser.add_argument("--json", help="With --maskable-ppo: also write the runs here.")
     args = parser.parse_args()
+    if args.maskable_ppo:
+        crossover(args.sizes, args.latency, args.frames, args.repeats, args.json)
+        return
     n = args.num_envs
     kinds = ["DummyVecEnv", "SubprocVecEnv", "SB3VecEnv"]
     runs: dict[str, list[float]] = {k: [] for k in kinds}
@@ -93,7 +152,8 @@ def main() -> None:
         rel = [a / (n * b) for a, b in zip(rates, dummy, strict=True)]
         vs_dummy = "1/N" if kind == "DummyVecEnv" else cell(rel)
         print(f"| {kind} | {cell(rates)} | {cell([x * n for x in rates])} | {vs_dummy} |")
-    print(f"\nThe ceiling is one round trip a step: {1 / args.latency:.0f} vector steps/s.")
+    if args.latency > 0:
+        print(f"\nThe ceiling is one round trip a step: {1 / args.latency:.0f} vector steps/s.")
 
 
 if __name__ == "__main__":
