@@ -179,10 +179,11 @@ def test_naming_a_shipped_model_brings_its_training_settings_and_keywords_still_
 
     window, top_k = prompt_settings("textworld")
     named = merge_overrides(None, {"model": "textworld", "base_url": "http://127.0.0.1:8000/v1"})
-    assert (named.history_window, named.top_k, named.backend.max_tokens) == (
+    assert (named.history_window, named.top_k, named.backend.max_tokens, named.backend.temperature) == (
         window,
         top_k,
         recommended_env_kwargs("textworld")["max_tokens"],
+        0.0,
     )
     chosen = merge_overrides(None, {"model": "textworld", "top_k": top_k + 2, "max_tokens": 99})
     assert (chosen.top_k, chosen.backend.max_tokens, chosen.history_window) == (top_k + 2, 99, window)

@@ -129,7 +129,11 @@ def prompt_style(model: str | None) -> PromptStyle:
 
 
 def recommended_env_kwargs(name: str) -> dict[str, Any]:
-    """The ``gymnasium.make`` keywords that reproduce a shipped model's training prompts and fit its context."""
+    """The ``gymnasium.make`` keywords that reproduce a shipped model's training prompts and fit its context.
+
+    Greedy decoding (temperature 0): the model was trained to write the one next state the game's
+    rules give, and its fidelity is measured that way; sampling only adds errors.
+    """
     window, top_k = prompt_settings(name)
     return {
         "model": name,
@@ -137,6 +141,7 @@ def recommended_env_kwargs(name: str) -> dict[str, Any]:
         "top_k": top_k,
         "prompt_style": prompt_style(name),
         "max_tokens": SHIPPED_MAX_TOKENS,
+        "temperature": 0.0,
     }
 
 
