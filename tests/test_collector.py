@@ -30,19 +30,20 @@ TASKS = [
 
 
 def key_world(request: CompletionRequest) -> ExperienceOutput:
-    """Taking the key wins; looking ends the episode as a loss; anything else changes nothing.
+    """Taking the key wins; taking the stone ends the episode as a loss; anything else changes nothing.
 
-    The answer is TextWorld's: a result line and the lines that change (a key on the floor, so the
-    commands TextWorld lists for the state include ``take key`` and ``look``).
+    The answer is TextWorld's: a result line and the lines that change (a key and a stone on the floor,
+    so the commands TextWorld lists for the state include ``take key`` and ``take stone``). ``look``,
+    ``inventory`` and ``examine`` never reach it: the domain's rules answer them.
     """
     query = request.query
     assert query is not None
     won = query.action == "take key"
-    lost = query.action == "look"
+    lost = query.action == "take stone"
     return ExperienceOutput(
         reasoning="scripted",
-        next_state=f"You did: {query.action}.\nHere: key",
-        admissible_actions=["take key", "look", "inventory"],
+        next_state=f"You did: {query.action}.\nHere: key, stone",
+        admissible_actions=["take key", "take stone", "look"],
         done=won or lost,
         success=won,
     )

@@ -147,7 +147,8 @@ def test_the_simulator_completes_change_answers_and_lists_the_commands_itself() 
     state, info = env.reset(seed=3)
     before = parse_state(state)
     assert before is not None
-    next_state, _, _, _, info = env.step(info["admissible_actions"][0])
+    acting = [a for a in info["admissible_actions"] if a.split()[0] not in ("look", "inventory", "examine")]
+    next_state, _, _, _, info = env.step(acting[0])
     after = parse_state(next_state)
     assert after is not None and after.result == "Done." and after.lines["Carrying"] == "knife"
     assert after.lines["Room"] == before.lines["Room"] and after.lines["Exits"] == before.lines["Exits"]
@@ -162,9 +163,26 @@ def test_an_answer_the_domain_cannot_complete_is_asked_again() -> None:
         "DreamGym/TextWorld-v0", backend=_answering("Done.\nPocket: knife", "Nothing happens."), top_k=0
     )
     _, info = env.reset(seed=3)
-    next_state, *_ = env.step("look")
+    next_state, *_ = env.step("open chest")
     assert next_state.startswith("Nothing happens.\nRoom: ")
     assert env.unwrapped.backend.requests_received == 2  # type: ignore[attr-defined]
+
+
+def test_steps_that_change_no_fact_are_answered_by_the_rules_without_a_request() -> None:
+    import gymnasium as gym
+
+    env = gym.make("DreamGym/TextWorld-v0", backend=_answering("Done.\nCarrying: knife"), top_k=0)
+    first, info = env.reset(seed=3)
+    before = parse_state(first)
+    assert before is not None
+    for action in ("look", "inventory", f"examine {before.lines['Here'].split(' (')[0].split(', ')[0]}"):
+        state, reward, terminated, _, info = env.step(action)
+        assert state == "\n".join(["Nothing happens.", *first.split("\n\n")[0].split("\n")])
+        assert (reward, terminated, info["attempts"]) == (0.0, False, 0)
+        assert info["admissible_actions"] == admissible_commands(state)
+    assert env.unwrapped.backend.requests_received == 0  # type: ignore[attr-defined]
+    env.step("take knife")  # anything else asks the model
+    assert env.unwrapped.backend.requests_received == 1  # type: ignore[attr-defined]
 
 
 LAYOUT = """Map: kitchen: north hall, east pantry; hall: south kitchen; pantry: west kitchen

@@ -139,6 +139,16 @@ class Domain(ABC):
         """
         return None
 
+    def rule_state(self, task: Task, history: Sequence[Step], state: str, action: str) -> str | None:
+        """The next state when the domain's rules fix it, so the experience model is not asked.
+
+        For actions that by the world's rules never change it (TextWorld's ``look``, ``inventory``,
+        ``examine``): the model would only copy the state, at the cost of a request. The state then
+        goes through :meth:`judge_step` and :meth:`admissible_actions` like an answer. ``None`` (the
+        default) asks the model.
+        """
+        return None
+
     def judge_step(
         self, task: Task, history: Sequence[Step], state: str, action: str, next_state: str
     ) -> StepOutcome | None:

@@ -25,13 +25,16 @@ import numpy as np
 from dreamgym_env.domains.base import Domain, InitialState, StepOutcome
 from dreamgym_env.domains.textworld_facts import (
     QUEST_PREFIX,
+    RESULT_CHANGED,
     RESULT_LOST,
+    RESULT_NOTHING,
     RESULT_WON,
     Fact,
     render_facts_state,
 )
 from dreamgym_env.domains.textworld_goal import goal_reached
 from dreamgym_env.domains.textworld_state import (
+    CanonicalState,
     admissible_commands,
     complete_state,
     nearby_facts,
@@ -39,6 +42,9 @@ from dreamgym_env.domains.textworld_state import (
     state_changes,
 )
 from dreamgym_env.types import Step, Task
+
+_RESULTS = frozenset({RESULT_CHANGED, RESULT_NOTHING, RESULT_WON, RESULT_LOST})
+"""The result lines a canonical state starts with."""
 
 __all__ = [
     "QUEST_PREFIX",
@@ -258,6 +264,17 @@ class TextWorldDomain(Domain):
         world = task.metadata.get("world")
         return admissible_commands(state, world if isinstance(world, str) else "")
 
+    def rule_state(self, task: Task, history: Sequence[Step], state: str, action: str) -> str | None:
+        """``look``, ``inventory`` and ``examine ...`` change no fact: the state again, after ``Nothing happens.``.
+
+        So on all 3,523 such real transitions of the offline data. ``None`` for any other action and for
+        a state that is not canonical (prose, where ``examine`` answers with a description).
+        """
+        parsed = parse_state(state)
+        if parsed is None or not (action in ("look", "inventory") or action.startswith("examine ")):
+            return None
+        return CanonicalState(RESULT_NOTHING, parsed.lines).render()
+
     def judge_step(
         self, task: Task, history: Sequence[Step], state: str, action: str, next_state: str
     ) -> StepOutcome | None:
@@ -267,10 +284,10 @@ class TextWorldDomain(Domain):
         quest of the task's ``goal``: the goal check catches the wins an answer's result line misses
         (it then reads ``You won.``), while a win the answer claims stands, since a state that misses
         a changed line can still come with the right verdict. ``You lost.`` ends the episode too.
-        ``None`` for a state that is not canonical (prose).
+        ``None`` for a state that is not canonical (prose, or a result line of another form).
         """
         parsed = parse_state(next_state)
-        if parsed is None or not parsed.result:
+        if parsed is None or parsed.result not in _RESULTS:
             return None
         won = parsed.result == RESULT_WON
         goal, world = task.metadata.get("goal"), task.metadata.get("world")

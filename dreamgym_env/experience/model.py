@@ -132,7 +132,8 @@ class ExperienceModel:
         """Request and validate one transition, retrying unparsable answers.
 
         An answer that is not a chat completion at all (:class:`InvalidResponseError`: an HTML page,
-        no ``choices``) counts as an unparsable attempt.
+        no ``choices``) counts as an unparsable attempt. A step the domain's rules fix
+        (:meth:`Domain.rule_state`) sends no request: its prediction has no completion and 0 attempts.
 
         When it raises (or is cancelled), the answers it did receive are handed to
         :meth:`Backend.discard`: the step will be asked again, so they were never used.
@@ -164,6 +165,12 @@ class ExperienceModel:
     ) -> Prediction:
         """:meth:`apredict`, appending each completion to ``received`` as it arrives."""
         start = time.perf_counter()
+        ruled = self.domain.rule_state(task, history, state, action)
+        if ruled is not None:  # the domain's rules fix this step: no request
+            answer = ExperienceOutput(reasoning="", next_state=ruled, done=False, success=False)
+            output, _ = self._complete(answer, task, history, state, action)
+            if output is not None:
+                return Prediction(output, None, 0, None, parse_s=time.perf_counter() - start)
         request = self.build_request(
             task, history, demonstrations, state, action, admissible_actions, seed, episode_id
         )
