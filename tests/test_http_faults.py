@@ -156,6 +156,10 @@ NOT_COMPLETIONS = {
     "no choices": Reply(body={"id": "x", "object": "chat.completion"}),
     "empty choices": Reply(body={"id": "x", "object": "chat.completion", "choices": []}),
     "null message": Reply(body={"id": "x", "choices": [{"index": 0, "message": None}]}),
+    "null content": Reply(
+        body={"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", "content": None}}]}
+    ),
+    "message a string": Reply(body={"id": "x", "choices": [{"index": 0, "message": "hello"}]}),
 }
 
 

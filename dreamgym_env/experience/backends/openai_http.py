@@ -380,12 +380,12 @@ def _to_completion(response: Any, latency: float, url: str) -> Completion:
         raise invalid(f"no choices (got {_snippet(choices)})")
     message = getattr(choices[0], "message", None)
     text = getattr(message, "content", None)
-    if message is None or not isinstance(text, (str, type(None))):
+    if message is None or not isinstance(text, str):  # null content (a refusal, a tool call) is no answer
         raise invalid(f"choice 0 has no message text (got {_snippet(message)})")
     usage = getattr(response, "usage", None)
     details = getattr(usage, "prompt_tokens_details", None)
     return Completion(
-        text=text or "",
+        text=text,
         prompt_tokens=getattr(usage, "prompt_tokens", None),
         completion_tokens=getattr(usage, "completion_tokens", None),
         cached_tokens=getattr(details, "cached_tokens", None),
