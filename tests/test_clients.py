@@ -179,7 +179,14 @@ def test_cleanrl_loop_same_step_stores_only_real_transitions_and_sees_every_fina
     obs, infos = envs.reset(seed=0)
     stored, ended, final_infos, episode_stats = [], 0, 0, 0
     for _ in range(12):
-        actions = rng.integers(infos["action_mask"].sum(axis=1))  # a valid index per sub-env
+        # A valid index per sub-env, of an action the model answers (the domain's rules answer look,
+        # inventory and examine without a request), so every step sends 4 requests together.
+        actions = [
+            rng.choice(
+                [i for i, a in enumerate(listed) if a.split()[0] not in ("look", "inventory", "examine")]
+            )
+            for listed in infos["admissible_actions"]
+        ]
         next_obs, rewards, terminations, truncations, infos = envs.step(actions)
         dones = np.logical_or(terminations, truncations)
         real_next, steps = next_obs.copy(), infos["step"].copy()
