@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from test_sft_data import _data
@@ -90,25 +91,29 @@ def test_from_scratch_then_lora_runs_and_saves(sft_dir, tmp_path):
     assert "--enable-lora" in lora.serve_hint
 
 
+def _resumable(sft_dir: Path, tmp_path: Path, max_seconds: float | None) -> TrainConfig:
+    """A tiny from-scratch run of 4 steps into ``tmp_path/m``, checkpointed every 2, resuming."""
+    return TrainConfig(
+        data_dir=str(sft_dir),
+        output_dir=str(tmp_path / "m"),
+        from_scratch=True,
+        scratch=TINY,
+        max_steps=4,
+        batch_size=2,
+        use_cpu=True,
+        evaluate=False,
+        save_steps=2,
+        resume=True,
+        max_seconds=max_seconds,
+    )
+
+
 def test_interrupted_training_resumes_where_it_stopped_and_sums_its_sittings(sft_dir, tmp_path):
     pytest.importorskip("trl")
     from dreamgym_env.training.train import TRAINING_MANIFEST, train_experience_model
 
     def sitting(max_seconds: float | None) -> dict:
-        config = TrainConfig(
-            data_dir=str(sft_dir),
-            output_dir=str(tmp_path / "m"),
-            from_scratch=True,
-            scratch=TINY,
-            max_steps=4,
-            batch_size=2,
-            use_cpu=True,
-            evaluate=False,
-            save_steps=2,
-            resume=True,
-            max_seconds=max_seconds,
-        )
-        train_experience_model(config)
+        train_experience_model(_resumable(sft_dir, tmp_path, max_seconds))
         return json.loads((tmp_path / "m" / TRAINING_MANIFEST).read_text())
 
     first = sitting(1e-9)  # the budget is spent at once: stops after one step, with a checkpoint
@@ -136,28 +141,13 @@ def test_a_killed_sitting_still_counts_up_to_its_last_checkpoint(sft_dir, tmp_pa
             if state.global_step == 3:  # after the checkpoint at step 2, before the next
                 raise Killed
 
-    def config(max_seconds: float | None) -> TrainConfig:
-        return TrainConfig(
-            data_dir=str(sft_dir),
-            output_dir=str(tmp_path / "m"),
-            from_scratch=True,
-            scratch=TINY,
-            max_steps=4,
-            batch_size=2,
-            use_cpu=True,
-            evaluate=False,
-            save_steps=2,
-            resume=True,
-            max_seconds=max_seconds,
-        )
-
     with monkeypatch.context() as patch:
         patch.setattr(train_module, "_deadline_callback", lambda *args, **kwargs: KillAtStep3())
         with pytest.raises(Killed):
-            train_module.train_experience_model(config(1e6))
+            train_module.train_experience_model(_resumable(sft_dir, tmp_path, 1e6))
     log = json.loads((tmp_path / "m" / "_trainer" / "sittings.json").read_text())
     assert [s["last_step"] for s in log] == [2] and log[0]["seconds"] > 0
-    train_module.train_experience_model(config(None))
+    train_module.train_experience_model(_resumable(sft_dir, tmp_path, None))
     manifest = json.loads((tmp_path / "m" / train_module.TRAINING_MANIFEST).read_text())
     assert [(s["resumed_from"], s["last_step"]) for s in manifest["sittings"]] == [
         (None, 2),
