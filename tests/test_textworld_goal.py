@@ -113,10 +113,14 @@ def test_the_result_line_ends_an_episode_without_a_goal_to_check(
     assert outcome is not None and (outcome.done, outcome.success) == (done, success)
 
 
-def test_a_win_the_answer_claims_stands_even_when_its_state_misses_a_line() -> None:
+def test_a_win_the_states_do_not_show_is_no_win() -> None:
     claimed = TAKEN.replace("Done.", "You won.")  # the key is not shown on the table
     outcome = get_domain("textworld").judge_step(_task(), HISTORY, TAKEN, "put key on table", claimed)
-    assert outcome is not None and (outcome.done, outcome.success) == (True, True)
+    assert outcome is not None and (outcome.next_state, outcome.done, outcome.success) == (
+        TAKEN,
+        False,
+        False,
+    )
     assert get_domain("textworld").judge_step(_task(), HISTORY, TAKEN, "look", "You see a kitchen.") is None
 
 

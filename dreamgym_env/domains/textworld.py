@@ -278,25 +278,29 @@ class TextWorldDomain(Domain):
     def judge_step(
         self, task: Task, history: Sequence[Step], state: str, action: str, next_state: str
     ) -> StepOutcome | None:
-        """The ending by the result line and the task's winning conditions (:func:`~dreamgym_env.domains.textworld_goal.goal_reached`).
+        """The ending by the task's winning conditions (:func:`~dreamgym_env.domains.textworld_goal.goal_reached`).
 
-        A step wins when its result line says ``You won.`` or when the episode's states meet every
-        quest of the task's ``goal``: the goal check catches the wins an answer's result line misses
-        (it then reads ``You won.``), while a win the answer claims stands, since a state that misses
-        a changed line can still come with the right verdict. ``You lost.`` ends the episode too.
-        ``None`` for a state that is not canonical (prose, or a result line of another form).
+        With a goal to check, the states decide: the step wins exactly when the episode's states meet
+        every quest, whatever the answer's result line said, and the line is made to agree (``You
+        won.``, or ``Done.`` for a win the states do not show). So a simulated reward is paid only for
+        a state that shows the goal met, as in the game, and a policy cannot learn to collect wins the
+        model merely claims. Without a goal (a curriculum variant), the result line rules: ``You won.``
+        or ``You lost.`` ends the episode. ``None`` for a state that is not canonical (prose, or a
+        result line of another form).
         """
         parsed = parse_state(next_state)
         if parsed is None or parsed.result not in _RESULTS:
             return None
         won = parsed.result == RESULT_WON
         goal, world = task.metadata.get("goal"), task.metadata.get("world")
-        if not won and isinstance(goal, str) and goal.strip():
+        if isinstance(goal, str) and goal.strip():
             states = [step.state for step in history] + [state, next_state]
             steps = list(zip([step.action for step in history] + [action], states[1:], strict=True))
-            won = bool(goal_reached(goal, world if isinstance(world, str) else "", states[0], steps))
-            if won:
-                parsed.result = RESULT_WON
+            judged = goal_reached(goal, world if isinstance(world, str) else "", states[0], steps)
+            won = won if judged is None else judged
+            result = RESULT_WON if won else RESULT_CHANGED if parsed.result == RESULT_WON else parsed.result
+            if result != parsed.result:
+                parsed.result = result
                 next_state = parsed.render()
         return StepOutcome(next_state, done=won or parsed.result == RESULT_LOST, success=won)
 
