@@ -25,7 +25,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dreamgym_env.domains.textworld_state import exits_of, parse_state, split_things, thing_of
+from dreamgym_env.domains.textworld_state import (
+    exits_of,
+    layout_of,
+    parse_state,
+    split_things,
+    thing_of,
+    world_part,
+)
 
 __all__ = ["Knowledge", "goal_reached", "parse_goal"]
 
@@ -75,16 +82,12 @@ class Knowledge:
     def from_world(cls, world: str) -> Knowledge:
         """What the game's layout says at the start: every room's things and doors, closed containers' contents."""
         known = cls()
-        for line in world.split("\n"):
-            if line.startswith("Room: "):
-                name, _, rest = line[len("Room: ") :].partition(" | ")
-                parts = dict(p.partition(": ")[::2] for p in rest.split(" | "))
-                known._see_room(name, parts.get("Exits", ""), parts.get("Here", ""))
-            elif line.startswith("Inside: "):
-                for entry in line[len("Inside: ") :].split("; "):
-                    container, _, held = entry.partition(": ")
-                    for item in split_things(held):
-                        known._see_thing(thing_of(item), ("in", container.strip()))
+        for room, line in layout_of(world)[1].items():  # "Exits: .. | Here: .."
+            parts = dict(part.partition(": ")[::2] for part in line.split(" | "))
+            known._see_room(room, parts.get("Exits", ""), parts.get("Here", ""))
+        for container, held in world_part(world, "Inside").items():
+            for item in split_things(held):
+                known._see_thing(thing_of(item), ("in", container))
         return known
 
     def see(self, state: str, action: str = "") -> bool:

@@ -37,11 +37,13 @@ __all__ = [
     "admissible_commands",
     "complete_state",
     "exits_of",
+    "layout_of",
     "nearby_facts",
     "parse_state",
     "split_things",
     "state_changes",
     "thing_of",
+    "world_part",
 ]
 
 STATE_KEYS: tuple[str, ...] = ("Room", "Exits", "Here", "Carrying")
@@ -178,7 +180,7 @@ def thing_of(item: str) -> tuple[str, str, list[str]]:
     return name.strip(), kind, held
 
 
-def _world_part(world: str, label: str) -> dict[str, str]:
+def world_part(world: str, label: str) -> dict[str, str]:
     """``Keys: door: key; chest: key2`` (one line of a layout) as ``{"door": "key", ...}``."""
     for line in world.split("\n"):
         if line.startswith(f"{label}: "):
@@ -205,8 +207,8 @@ def admissible_commands(state: str, world: str = "") -> list[str] | None:
     parsed = parse_state(state)
     if parsed is None:
         return None
-    keys = _world_part(world, "Keys")
-    kinds = _world_part(world, "Kinds")
+    keys = world_part(world, "Keys")
+    kinds = world_part(world, "Kinds")
     supporters = set(split_things(kinds.get("supporters", "")))
     food = set(split_things(kinds.get("food", "")))
     carried = [thing_of(item)[0] for item in split_things(parsed.lines["Carrying"])]
@@ -244,7 +246,7 @@ def admissible_commands(state: str, world: str = "") -> list[str] | None:
     return sorted(commands)
 
 
-def _layout(world: str) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+def layout_of(world: str) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     """A layout's map (room -> direction -> room) and room lines (room -> ``Exits: .. | Here: ..``)."""
     links: dict[str, dict[str, str]] = {}
     rooms: dict[str, str] = {}
@@ -293,7 +295,7 @@ def nearby_facts(state: str, world: str, seen: Sequence[str] = (), action: str |
     parsed = parse_state(state)
     if parsed is None or not world:
         return ""
-    links, rooms = _layout(world)
+    links, rooms = layout_of(world)
     doors: dict[str, str] = {}
     for earlier in (*seen, state):
         shown = parse_state(earlier)
@@ -310,8 +312,8 @@ def nearby_facts(state: str, world: str, seen: Sequence[str] = (), action: str |
     closed = {name for name, kind, _ in things if kind in ("closed", "locked")}
     if action is not None:
         names = {name for name in names if _names(action, name)}
-    inside = {k: v for k, v in _world_part(world, "Inside").items() if k in closed and k in names}
-    keys = {k: v for k, v in _world_part(world, "Keys").items() if k in names}
+    inside = {k: v for k, v in world_part(world, "Inside").items() if k in closed and k in names}
+    keys = {k: v for k, v in world_part(world, "Keys").items() if k in names}
     if inside:
         lines.append(f"Inside: {'; '.join(f'{k}: {v}' for k, v in sorted(inside.items()))}")
     if keys:
