@@ -308,7 +308,19 @@ class EnvConfig(BaseModel):
         "characters, never done (experience.schema.fixed_answer_schema, enforced by structured "
         "decoding), so each request costs the same and no episode ends before max_steps.",
     )
+    replay_real: bool = Field(
+        True,
+        description="In a deterministic domain (Domain.deterministic), answer a step with a real "
+        "transition among its demonstrations that has the same task, state and action, without a request: "
+        "the world is known to do that. False always asks the model.",
+    )
     parse_retries: int = Field(2, ge=0, description="New requests after an unparsable answer.")
+    retry_temperature: float | None = Field(
+        0.7,
+        ge=0.0,
+        description="Sampling temperature of a parse retry, whatever the backend's; None keeps the "
+        "backend's. A greedy model (temperature 0) asked the same prompt again gives the same answer.",
+    )
     on_invalid_output: Literal["raise", "fail_state"] = Field(
         "raise",
         description="After parse retries: raise ResponseFormatError, or return the unchanged state with "

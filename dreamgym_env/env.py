@@ -206,6 +206,7 @@ def _timing_info(prediction: Prediction, retrieve_s: float, total_s: float) -> d
     return {
         "usage": completion.usage() if completion else {},
         "attempts": prediction.attempts,
+        "answered_by": prediction.answered_by,
         "timing": {
             "total_s": total_s,
             "model_s": prediction.model_s,

@@ -40,6 +40,8 @@ UNSEEN = ("unseen_games", "games from seeds the suite never uses")
 UNSEEN_SEED = 5_000_000
 """First seed of the unseen games (suite recipes; training seeds start at 0, held-out ones at 1,000,000)."""
 UNSEEN_GAMES = 16
+MODEL_ALONE = "textworld-no-replay"
+"""The row of the model answering every step, recorded ones too (``eval-fidelity --no-replay``)."""
 RESULTS = Path("docs/results/fidelity_textworld.json")
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_config.json")
 LICENCES = {
@@ -149,7 +151,14 @@ def evaluate(run: Path, dest: Path, limit: int | None, results: str = "results")
                 split,
                 *extra,
             ]
-            metrics[split] = _score(main, server.base_url, run / f"{results}-{split}", sources, label)
+            metrics[split] = _score(
+                main,
+                server.base_url,
+                run / f"{results}-{split}",
+                sources,
+                label,
+                replays=split == "eval_episodes",
+            )
         split, label = UNSEEN
         games = build_suite(run / "unseen", train_games=UNSEEN_GAMES, heldout_games=0, seed=UNSEEN_SEED)
         sources = ["--games", games.root, "--buffer", str(run / "buffer.sqlite")]
@@ -157,8 +166,14 @@ def evaluate(run: Path, dest: Path, limit: int | None, results: str = "results")
     return metrics
 
 
-def _score(main: Any, base_url: str, out: Path, sources: list[str], label: str) -> dict[str, Any]:
-    """``eval-fidelity`` of the baselines and the served model on one split, into ``out``; its reports."""
+def _score(
+    main: Any, base_url: str, out: Path, sources: list[str], label: str, replays: bool = False
+) -> dict[str, Any]:
+    """``eval-fidelity`` of the baselines and the served model on one split, into ``out``; its reports.
+
+    Where the demonstrations can hold a real transition of the very step (``replays``: held-out episodes
+    of training games), the model is also scored alone (:data:`MODEL_ALONE`, ``--no-replay``).
+    """
     shutil.rmtree(out, ignore_errors=True)
     args = ["eval-fidelity", *sources, "--out", str(out)]
     if main([*args, "--baseline", "repeat-state", "--baseline", "nearest-transition"]) != 0:
@@ -166,6 +181,10 @@ def _score(main: Any, base_url: str, out: Path, sources: list[str], label: str) 
     served = ["--base-url", base_url, "--model", "textworld", "--max-tokens", str(SHIPPED_MAX_TOKENS)]
     if main([*args, *served, "--timeout", "600", "--concurrency", "16"]) != 0:
         sys.exit(f"model evaluation failed on {label}")
+    if replays:  # the same steps with the model answering every one, the recorded ones too
+        alone = [*served, "--no-replay", "--name", MODEL_ALONE]
+        if main([*args, *alone, "--timeout", "600", "--concurrency", "16"]) != 0:
+            sys.exit(f"model evaluation (no replay) failed on {label}")
     print(f"\n## {label}\n" + (out / "fidelity.md").read_text(encoding="utf-8"), flush=True)
     reports = {
         p.name.removesuffix(".fidelity.json"): json.loads(p.read_text()) for p in out.glob("*.fidelity.json")

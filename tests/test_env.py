@@ -118,6 +118,21 @@ def test_unparsable_output_retry_recovers():
     assert obs == "Room 3." and info["attempts"] == 2
 
 
+@pytest.mark.parametrize(
+    ("retry_temperature", "expected"), [(0.7, [None, 0.7, 0.7]), (None, [None, None, None])]
+)
+def test_a_parse_retry_samples_a_new_answer(retry_temperature, expected):
+    """A greedy model asked the same prompt again answers the same: retries sample, with their own seed."""
+    good = ExperienceOutput(reasoning="ok", next_state="Room 3.", done=False, success=False)
+    backend = ScriptedBackend(["garbage", "{}", good])
+    env = make(backend=backend, parse_retries=2, retry_temperature=retry_temperature)
+    env.reset(seed=0)
+    env.step("go[3]")
+    sent = list(backend.requests)
+    assert [r.temperature for r in sent] == expected
+    assert len({r.seed for r in sent}) == 3 and sent[1].messages == sent[0].messages
+
+
 def test_model_time_adds_up_every_attempt():
     """A step asked again reports the backend time of both attempts, not only the last one's."""
     good = ExperienceOutput(reasoning="ok", next_state="Room 3.", done=False, success=False)

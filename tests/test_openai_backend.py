@@ -1,6 +1,7 @@
 """The OpenAI-compatible backend's HTTP behaviour, against a local stand-in server."""
 
 import asyncio
+import dataclasses
 import json
 import threading
 import time
@@ -240,3 +241,26 @@ def test_an_answer_cut_at_max_tokens_is_still_an_unparsable_answer_retried():
         server.shutdown()
     assert prediction.output is None and "cut at max_tokens" in (prediction.error or "")
     assert len(requests) == 3
+
+
+def test_a_request_temperature_overrides_the_backends_for_that_request_only():
+    sent = []
+
+    def respond(body, _port):
+        sent.append(body["temperature"])
+        return _chat_completion()
+
+    server = serve_json(respond)
+    backend = OpenAIBackend(BackendConfig(base_url=_url(server), model="m", temperature=0.0))
+    request = CompletionRequest(messages=[{"role": "user", "content": "hi"}], json_schema={"type": "object"})
+
+    async def run():
+        await backend.acomplete(request)
+        await backend.acomplete(dataclasses.replace(request, temperature=0.7))
+        await backend.aclose()
+
+    try:
+        asyncio.run(run())
+    finally:
+        server.shutdown()
+    assert sent == [0.0, 0.7]

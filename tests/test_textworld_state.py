@@ -62,6 +62,33 @@ def test_an_answer_that_cannot_apply_says_why(answer: str, problem: str) -> None
         complete_state(FIRST, answer)
 
 
+@pytest.mark.parametrize(
+    ("answer", "here", "carrying"),
+    [  # the answer gives the line a thing moved to; the line it left is kept, less that thing
+        ("Done.\nCarrying: key", "chest (open, holds: apple), table (on: knife, old map)", "key"),
+        ("Done.\nCarrying: knife, old map", "chest (open, holds: apple, key), table", "knife, old map"),
+        ("Done.\nCarrying: apple, key", "chest (open, empty), table (on: knife, old map)", "apple, key"),
+    ],
+)
+def test_a_thing_the_answer_moves_leaves_the_line_the_answer_kept(
+    answer: str, here: str, carrying: str
+) -> None:
+    completed = parse_state(complete_state(FIRST, answer))
+    assert completed is not None
+    assert (completed.lines["Here"], completed.lines["Carrying"]) == (here, carrying)
+
+
+def test_a_thing_put_down_leaves_what_is_carried() -> None:
+    put = complete_state(
+        AFTER_TAKE, "Done.\nHere: chest (open, holds: apple), table (on: key, knife, old map)"
+    )
+    assert put.endswith(
+        "Here: chest (open, holds: apple), table (on: key, knife, old map)\nCarrying: nothing"
+    )
+    both = "Done.\nHere: chest (open, holds: apple), table (on: key)\nCarrying: key"  # the answer's own lines stand
+    assert complete_state(AFTER_TAKE, both).endswith(both.partition("\n")[2])
+
+
 def test_parse_state_refuses_partial_or_repeated_lines() -> None:
     parsed = parse_state(FIRST)
     assert parsed is not None and parsed.quest.endswith("take the key.")
@@ -178,11 +205,56 @@ def test_steps_that_change_no_fact_are_answered_by_the_rules_without_a_request()
     for action in ("look", "inventory", f"examine {before.lines['Here'].split(' (')[0].split(', ')[0]}"):
         state, reward, terminated, _, info = env.step(action)
         assert state == "\n".join(["Nothing happens.", *first.split("\n\n")[0].split("\n")])
-        assert (reward, terminated, info["attempts"]) == (0.0, False, 0)
+        assert (reward, terminated, info["attempts"], info["answered_by"]) == (0.0, False, 0, "rule")
         assert info["admissible_actions"] == admissible_commands(state)
     assert env.unwrapped.backend.requests_received == 0  # type: ignore[attr-defined]
     env.step("take knife")  # anything else asks the model
     assert env.unwrapped.backend.requests_received == 1  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("source", "replay_real", "replayed"),
+    [("real", True, True), ("sim", True, False), ("real", False, False)],
+)
+def test_a_step_the_buffer_holds_a_real_transition_of_is_replayed(
+    source: str, replay_real: bool, replayed: bool
+) -> None:
+    import gymnasium as gym
+
+    from dreamgym_env.buffer import ReplayBuffer
+    from dreamgym_env.types import Transition
+
+    buffer = ReplayBuffer.open(":memory:")
+    env = gym.make(
+        "DreamGym/TextWorld-v0",
+        backend=_answering("Done.\nCarrying: knife"),
+        retriever=buffer,
+        top_k=1,
+        replay_real=replay_real,
+        store_transitions="none",
+    )
+    first, info = env.reset(seed=3)
+    task = env.unwrapped.task  # type: ignore[attr-defined]
+    recorded = "\n".join(["Done.", *first.split("\n\n")[0].split("\n")[:-1], "Carrying: spoon"])
+    buffer.add(
+        Transition.of_step(
+            task,
+            episode_id="recorded",
+            step=0,
+            state=first,
+            action="take spoon",
+            next_state=recorded,
+            reward=0.0,
+            done=False,
+            success=False,
+            source=source,  # type: ignore[arg-type]
+        )
+    )
+    state, _, _, _, info = env.step("take spoon")
+    requests = env.unwrapped.backend.requests_received  # type: ignore[attr-defined]
+    assert (state == recorded, info["answered_by"], requests) == (
+        (True, "replay", 0) if replayed else (False, "model", 1)
+    )
 
 
 LAYOUT = """Map: kitchen: north hall, east pantry; hall: south kitchen; pantry: west kitchen

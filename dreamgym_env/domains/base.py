@@ -55,6 +55,9 @@ class Domain(ABC):
             task's facts.
         lists_actions: True when :meth:`admissible_actions` lists a state's actions itself, so the
             experience model is not asked for them (its answers leave ``admissible_actions`` empty).
+        deterministic: True when, within one task, the same state and action lead to the same next
+            state. Then a real transition the replay buffer holds for the step answers it without a
+            request (:attr:`~dreamgym_env.config.EnvConfig.replay_real`).
     """
 
     name: str
@@ -67,6 +70,7 @@ class Domain(ABC):
     task_fact_keys: Sequence[str] = ()
     step_fact_keys: Sequence[str] = ()
     lists_actions: bool = False
+    deterministic: bool = False
 
     def __init__(self) -> None:
         self._compiled = [re.compile(p, re.DOTALL) for p in self.action_patterns]

@@ -38,11 +38,13 @@ __all__ = [
     "complete_state",
     "exits_of",
     "layout_of",
+    "names_in",
     "nearby_facts",
     "parse_state",
     "split_things",
     "state_changes",
     "thing_of",
+    "without",
     "world_part",
 ]
 
@@ -138,7 +140,58 @@ def complete_state(state: str, answer: str) -> str:
             raise ValueError(f"the answer gives the {keyed[0]} line twice")
         seen.add(keyed[0])
         lines[keyed[0]] = keyed[1].strip()
+    placed = set().union(*(names_in(lines[key]) for key in seen if key in _PLACES))
+    for key in _PLACES:
+        if key not in seen:
+            lines[key] = without(lines[key], placed)
     return CanonicalState(rows[0].strip(), lines).render()
+
+
+_PLACES = ("Here", "Carrying")
+"""The lines that place things: a thing is in one of them, at one depth."""
+
+
+def names_in(listing: str) -> set[str]:
+    """Every thing a listing names, at any depth: ``"chest (open, holds: key), apple"`` -> ``{chest, key, apple}``."""
+    names: set[str] = set()
+    for item in split_things(listing):
+        name, _, _, held = _item_parts(item)
+        names |= {name} | names_in(held)
+    return names
+
+
+def without(listing: str, names: set[str]) -> str:
+    """``listing`` less the things in ``names``, wherever they lie; a container left empty reads ``empty``.
+
+    A thing is in one place. When an answer gives the line a thing moved to but not the line it left
+    (``put key on table`` answered with ``Here`` only), the kept line still shows it: taking it out
+    there completes the move the answer described.
+    """
+    kept = []
+    for item in split_things(listing):
+        name, notes, word, held = _item_parts(item)
+        if name in names:
+            continue
+        if names & names_in(held):
+            rest = without(held, names)
+            if rest != "nothing":
+                notes = [*notes, f"{word}: {rest}"]
+            elif word == "holds":
+                notes = [*notes, "empty"]
+            item = f"{name} ({', '.join(notes)})" if notes else name
+        kept.append(item)
+    return ", ".join(kept) or "nothing"
+
+
+def _item_parts(item: str) -> tuple[str, list[str], str, str]:
+    """An item's name, its other notes (``open``...), and ``holds`` or ``on`` with the listing it heads."""
+    name, _, inside = item.partition(" (")
+    parts = split_things(inside.removesuffix(")"))
+    for i, part in enumerate(parts):
+        word, sep, rest = part.partition(": ")
+        if sep and word in ("holds", "on"):  # the list runs to the end of the notes
+            return name.strip(), parts[:i], word, ", ".join([rest, *parts[i + 1 :]])
+    return name.strip(), parts, "", ""
 
 
 def split_things(listing: str) -> list[str]:
@@ -166,18 +219,9 @@ def thing_of(item: str) -> tuple[str, str, list[str]]:
     The kind is ``open``, ``closed`` or ``locked`` for a container, ``on`` for a supporter with
     something on it, ``""`` for a bare name (a portable thing, or a supporter with nothing on it).
     """
-    name, _, notes = item.partition(" (")
-    kind, held = "", []
-    parts = split_things(notes.removesuffix(")"))
-    for i, part in enumerate(parts):
-        word, sep, rest = part.partition(": ")
-        if sep and word in ("holds", "on"):  # the list runs to the end of the notes
-            held = [thing_of(h)[0] for h in [rest, *parts[i + 1 :]]]
-            kind = "on" if word == "on" else kind
-            break
-        if part in ("open", "closed", "locked"):
-            kind = part
-    return name.strip(), kind, held
+    name, notes, word, held = _item_parts(item)
+    kind = "on" if word == "on" else next((n for n in notes if n in ("open", "closed", "locked")), "")
+    return name, kind, [_item_parts(h)[0] for h in split_things(held)]
 
 
 def world_part(world: str, label: str) -> dict[str, str]:

@@ -51,6 +51,7 @@ def _cmd_eval_fidelity(args: argparse.Namespace) -> int:
             max_state_chars=args.max_state_chars,
             max_reasoning_chars=args.max_reasoning_chars,
             max_action_chars=args.max_action_chars,
+            replay_real=not args.no_replay,
         )
         runs.append((args.name or args.model, model_predictor(backend, config, env_config), backend))
     if not runs:
@@ -159,6 +160,11 @@ def add_evaluation_commands(commands: argparse._SubParsersAction) -> None:  # ty
         default="eval",
         choices=["eval", "eval_episodes"],
         help="Held-out tasks (eval) or held-out episodes of training tasks (eval_episodes).",
+    )
+    p.add_argument(
+        "--no-replay",
+        action="store_true",
+        help="Ask the model even where a demonstration is a real transition of the very step (EnvConfig.replay_real).",
     )
     p.add_argument("--limit", type=int, help="Score a seeded sample of at most this many transitions.")
     p.add_argument("--seed", type=int, default=0)

@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from pydantic import ValidationError
 
@@ -22,6 +23,10 @@ from dreamgym_env.types import Step, Task, Transition
 __all__ = ["ExperienceModel", "Prediction"]
 
 logger = logging.getLogger(__name__)
+
+
+AnsweredBy = Literal["model", "rule", "replay"]
+"""Who answered a step: the model, the domain's rules, or a recorded real transition."""
 
 
 @dataclass
@@ -40,6 +45,9 @@ class Prediction:
             was asked again does not hide its earlier round trips.
         completions: Every completion received, the unparsable ones too: what to hand to
             :meth:`Backend.discard` if the step is given up.
+        answered_by: ``"model"``; ``"rule"`` for a step the domain's rules fix
+            (:meth:`Domain.rule_state`); ``"replay"`` for a step a stored real transition answers
+            (:attr:`EnvConfig.replay_real`). Neither of the last two sends a request.
     """
 
     output: ExperienceOutput | None
@@ -50,6 +58,7 @@ class Prediction:
     parse_s: float = 0.0
     model_s: float = 0.0
     completions: list[Completion] = field(default_factory=list)
+    answered_by: AnsweredBy = "model"
 
 
 class ExperienceModel:
@@ -165,12 +174,18 @@ class ExperienceModel:
     ) -> Prediction:
         """:meth:`apredict`, appending each completion to ``received`` as it arrives."""
         start = time.perf_counter()
-        ruled = self.domain.rule_state(task, history, state, action)
-        if ruled is not None:  # the domain's rules fix this step: no request
-            answer = ExperienceOutput(reasoning="", next_state=ruled, done=False, success=False)
+        known: tuple[tuple[AnsweredBy, ExperienceOutput | None], ...] = (
+            ("rule", self._ruled(task, history, state, action)),
+            ("replay", self._replayed(task, demonstrations, state, action)),
+        )
+        for answered_by, answer in known:
+            if answer is None:
+                continue
             output, _ = self._complete(answer, task, history, state, action)
-            if output is not None:
-                return Prediction(output, None, 0, None, parse_s=time.perf_counter() - start)
+            if output is not None:  # no request
+                return Prediction(
+                    output, None, 0, None, parse_s=time.perf_counter() - start, answered_by=answered_by
+                )
         request = self.build_request(
             task, history, demonstrations, state, action, admissible_actions, seed, episode_id
         )
@@ -180,8 +195,9 @@ class ExperienceModel:
         error = ""
         attempts = self.config.parse_retries + 1
         for attempt in range(attempts):
-            if attempt and request.seed is not None:
-                request = replace(request, seed=request.seed + attempt)
+            if attempt:  # a new draw: another seed, and sampled even when the backend decodes greedily
+                seed = None if request.seed is None else request.seed + attempt
+                request = replace(request, seed=seed, temperature=self.config.retry_temperature)
             start = time.perf_counter()
             try:
                 completion = await self.backend.acomplete(request)
@@ -226,6 +242,40 @@ class ExperienceModel:
             error,
         )
         return Prediction(None, completion, attempts, error, build_s, parse_s, model_s, received)
+
+    def _ruled(self, task: Task, history: Sequence[Step], state: str, action: str) -> ExperienceOutput | None:
+        """The answer the domain's rules fix for this step (:meth:`Domain.rule_state`), if they fix it."""
+        ruled = self.domain.rule_state(task, history, state, action)
+        return (
+            None
+            if ruled is None
+            else ExperienceOutput(reasoning="", next_state=ruled, done=False, success=False)
+        )
+
+    def _replayed(
+        self, task: Task, demonstrations: Sequence[Transition], state: str, action: str
+    ) -> ExperienceOutput | None:
+        """A real transition of this very step among the demonstrations, as an answer (see :attr:`EnvConfig.replay_real`).
+
+        Only in a deterministic domain, and only a recorded one (``real`` or ``offline``): a simulated
+        transition is the model's own guess. The ending is still ruled by :meth:`_complete`, as for a model's answer.
+        """
+        if not (self.config.replay_real and self.domain.deterministic):
+            return None
+        for demo in demonstrations:
+            if demo.source != "sim" and (demo.task_id, demo.state, demo.action) == (
+                task.task_id,
+                state,
+                action,
+            ):
+                return ExperienceOutput(
+                    reasoning="",
+                    next_state=demo.next_state,
+                    admissible_actions=demo.admissible_actions[: self.config.max_admissible_actions],
+                    done=demo.done,
+                    success=demo.success,
+                )
+        return None
 
     def _complete(
         self, output: ExperienceOutput, task: Task, history: Sequence[Step], state: str, action: str

@@ -42,6 +42,9 @@ class CompletionRequest:
         episode_id: The episode the request belongs to. Step t+1's prompt extends step t's, so a
             backend with several servers sends all of an episode's requests to one of them, whose
             prefix cache holds the shared part; ``None`` (requests outside an episode) routes freely.
+        temperature: This request's sampling temperature, over the backend's own; ``None`` keeps the
+            backend's. A parse retry samples (:attr:`EnvConfig.retry_temperature`): a greedy model asked
+            the same prompt again would give the same unusable answer.
     """
 
     messages: list[dict[str, str]]
@@ -50,6 +53,7 @@ class CompletionRequest:
     seed: int | None = None
     query: TransitionQuery | None = None
     episode_id: str | None = None
+    temperature: float | None = None
 
 
 @dataclass

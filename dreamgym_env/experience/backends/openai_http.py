@@ -179,7 +179,7 @@ class OpenAIBackend(Backend):
         kwargs: dict[str, Any] = {
             "model": cfg.model,
             "messages": request.messages,
-            "temperature": cfg.temperature,
+            "temperature": cfg.temperature if request.temperature is None else request.temperature,
             "top_p": cfg.top_p,
             "max_tokens": cfg.max_tokens,
             "response_format": {

@@ -128,6 +128,7 @@ def _keyed_fields(request: CompletionRequest, sampling: dict[str, Any]) -> dict[
         "json_schema": request.json_schema,
         "seed": request.seed,
         "sampling": sampling,
+        **({} if request.temperature is None else {"temperature": request.temperature}),
     }
 
 

@@ -128,7 +128,7 @@ class VLLMEngineBackend(Backend):
             llm = self._engine()
             params = [
                 SamplingParams(
-                    temperature=self.temperature,
+                    temperature=self.temperature if r.temperature is None else r.temperature,
                     top_p=self.top_p,
                     max_tokens=self.max_tokens,
                     seed=r.seed if self.send_seed else None,
