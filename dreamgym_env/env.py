@@ -16,7 +16,7 @@ from dreamgym_env.episode import EpisodeEnv, EpisodeStart, WorldStep, render_epi
 from dreamgym_env.experience.backends import Backend, make_backend
 from dreamgym_env.experience.model import ExperienceModel, Prediction
 from dreamgym_env.retrieval import RetrievalQuery, Retriever
-from dreamgym_env.tasks import TaskSampler, as_task_sampler, resolve_task
+from dreamgym_env.tasks import OutcomeReporter, TaskSampler, as_task_sampler, resolve_task
 from dreamgym_env.types import Source, Task, Transition
 
 __all__ = ["DreamGymEnv", "render_episode"]
@@ -58,14 +58,18 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
     ## Information
     ``task``, ``task_id``, ``episode_id``, ``step``, ``admissible_actions``, ``success`` (and
     ``is_success``, which stable-baselines3's ``Monitor`` reads), ``reasoning``, ``simulated`` (True),
-    ``source`` ("sim"), ``last_action_error``, and after model calls ``usage`` (token counts) and
-    ``timing`` (model and client-side seconds). :attr:`last_transition` is the step's stored form.
+    ``source`` ("sim"), ``last_action_error``, and after model calls ``usage`` (token counts),
+    ``timing`` (model and client-side seconds), ``attempts`` and ``answered_by`` (``"model"``, or
+    ``"rule"``/``"replay"`` for a step answered without a request). :attr:`last_transition` is the
+    step's stored form.
 
     ## Arguments
     ``domain``: name or :class:`Domain`. ``tasks``: list of :class:`Task` or a sampler (curriculum);
     default the domain's seed tasks. ``retriever``: replay buffer for demonstrations. ``backend``: a
     :class:`Backend` or its name. ``config``: :class:`EnvConfig`. Any config field may also be given
-    as a keyword (``base_url``, ``model``, ``top_k``, ``temperature``...).
+    as a keyword (``base_url``, ``model``, ``top_k``, ``temperature``...). ``outcome_reporter``: the
+    :class:`~dreamgym_env.tasks.OutcomeReporter` that tells the sampler how episodes ended (a vector
+    env shares one among its sub-envs, to send a step's outcomes in one write).
 
     ## Experience Model
     One structured-output request per transition; unparsable answers are retried ``parse_retries``
@@ -92,6 +96,7 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
         backend: Backend | str | None = None,
         config: EnvConfig | None = None,
         render_mode: str | None = None,
+        outcome_reporter: OutcomeReporter | None = None,
         **overrides: Any,
     ) -> None:
         if isinstance(backend, str):
@@ -111,6 +116,9 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
         self.model = ExperienceModel(self.domain, self.backend, self.config)
         self.retriever = retriever
         self.task_sampler = as_task_sampler(tasks if tasks is not None else self.domain.seed_tasks())
+        self.outcome_reporter = (
+            outcome_reporter if outcome_reporter is not None else OutcomeReporter(self.task_sampler)
+        )
         if tasks is None:
             _warn_if_untrained_tasks(self.domain, self.config.backend.model)
 
@@ -169,10 +177,15 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
 
     def _episode_ended(self, reward: float, success: bool) -> None:
         assert self._task is not None
-        self.task_sampler.record_outcome(self._task, reward, success)
+        self.outcome_reporter.add(self._task, reward, success)
+
+    def report_outcomes(self) -> None:
+        """Send the queued outcomes to the task sampler (:class:`~dreamgym_env.tasks.OutcomeReporter`)."""
+        self.outcome_reporter.flush()
 
     def close(self) -> None:
-        """Release the backend's connections if this env created it."""
+        """Send any outcome still queued; release the backend's connections if this env created it."""
+        self.outcome_reporter.flush()
         if self._owns_backend:
             run_sync(self.backend.aclose())
         super().close()

@@ -153,7 +153,7 @@ class EpisodeEnv(gym.Env[str, str]):
     Subclasses set :attr:`source`, implement :meth:`_begin` and one of :meth:`_advance` (a synchronous
     world, stepped in the caller's thread: real engines, Playwright) or :meth:`_aadvance` (an
     asynchronous one: the experience model), and may override :meth:`_store` (where a transition
-    goes) and :meth:`_episode_ended` (who learns the outcome).
+    goes), :meth:`_episode_ended` (who learns the outcome) and :meth:`report_outcomes` (when they hear it).
 
     Args:
         domain: The domain whose formats and action grammar the env speaks (name or :class:`Domain`).
@@ -218,9 +218,16 @@ class EpisodeEnv(gym.Env[str, str]):
         """Where a committed transition goes (the simulator's replay buffer); default nowhere."""
 
     def _episode_ended(self, reward: float, success: bool) -> None:  # noqa: B027 - optional hook
-        """Called once when an episode terminates or truncates (the curriculum's outcome).
+        """Called once when an episode terminates or truncates (the curriculum's outcome), after the state moved.
 
         A truncation from outside (a ``TimeLimit`` wrapper) is reported by the next :meth:`reset`.
+        """
+
+    def report_outcomes(self) -> None:  # noqa: B027 - optional hook
+        """Send the outcomes :meth:`_episode_ended` queued (the simulator's curriculum); default nothing.
+
+        :meth:`commit` calls it last, unless a vector env commits all its sub-envs first and reports
+        for all of them at once.
         """
 
     # ------------------------------------------------------------------ gymnasium API
@@ -236,6 +243,7 @@ class EpisodeEnv(gym.Env[str, str]):
         if not self._ended and self._step > 0:
             self._ended = True  # reported once, even if starting the next episode fails below
             self._episode_ended(0.0, False)
+            self.report_outcomes()
         super().reset(seed=seed)
         start = self._begin(dict(options or {}))
         self._task = start.task
@@ -311,12 +319,14 @@ class EpisodeEnv(gym.Env[str, str]):
             self._store(transition)
 
     def commit(
-        self, pending: PendingStep, *, store: bool = True
+        self, pending: PendingStep, *, store: bool = True, report: bool = True
     ) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Apply a proposed step: store the transition, count the step, move the state, end the episode if due.
 
         The transition is stored first, so a write that fails leaves the episode (and its RNG) as it
         was, and the same step may be played again. ``store=False`` when :meth:`store_proposed` did it.
+        An ended episode's outcome is reported last (:meth:`report_outcomes`), after the state moved;
+        ``report=False`` leaves that to the caller (a vector env, once for every sub-env).
         """
         transition = self.proposed_transition(pending)
         if store and transition is not None:
@@ -342,6 +352,8 @@ class EpisodeEnv(gym.Env[str, str]):
         if terminated or truncated:
             self._ended = True
             self._episode_ended(reward, outcome.success)
+        if report:
+            self.report_outcomes()
         info = self._info(
             success=outcome.success,
             reasoning=outcome.reasoning,

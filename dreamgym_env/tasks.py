@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import ValidationError
@@ -13,7 +14,9 @@ from dreamgym_env.errors import DomainError
 from dreamgym_env.spaces import text_problem
 from dreamgym_env.types import Task
 
-__all__ = ["TaskList", "TaskSampler", "as_task_sampler", "resolve_task"]
+__all__ = ["EpisodeOutcome", "OutcomeReporter", "TaskList", "TaskSampler", "as_task_sampler", "resolve_task"]
+
+logger = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -51,6 +54,57 @@ class TaskList:
 
     def __len__(self) -> int:
         return len(self.tasks)
+
+
+class EpisodeOutcome(NamedTuple):
+    """How one episode ended, as a task sampler hears it."""
+
+    task: Task
+    reward: float
+    success: bool
+
+
+class OutcomeReporter:
+    """Hands ended episodes' outcomes to a task sampler, all those of a step in one write.
+
+    Envs :meth:`add` an outcome when an episode ends, after their state has moved; whoever owns the
+    step (the env, or a vector env for all its sub-envs at once) calls :meth:`flush` once every env has
+    committed. A sampler with ``record_outcomes(outcomes)`` (the curriculum's, one transaction) takes
+    them in one call; any other hears ``record_outcome`` once per outcome. A failed write loses
+    nothing: the outcomes it did not take stay queued, are sent with the next flush, and the step that
+    ended them still returns its results.
+    """
+
+    def __init__(self, sampler: TaskSampler) -> None:
+        self.sampler = sampler
+        self.pending: list[EpisodeOutcome] = []
+
+    def add(self, task: Task, reward: float, success: bool) -> None:
+        """Queue one ended episode's outcome (sent by the next :meth:`flush`)."""
+        self.pending.append(EpisodeOutcome(task, float(reward), bool(success)))
+
+    def flush(self) -> bool:
+        """Send every queued outcome; ``False`` (logged, outcomes kept) if the sampler's write failed."""
+        if not self.pending:
+            return True
+        try:
+            record_many = getattr(self.sampler, "record_outcomes", None)
+            if callable(record_many):
+                record_many(list(self.pending))
+                self.pending.clear()
+            while self.pending:  # one at a time, each dropped once taken, so a retry sends no duplicate
+                self.sampler.record_outcome(*self.pending[0])
+                self.pending.pop(0)
+        except Exception as e:  # a curriculum store that is down must not lose the step, nor the outcomes
+            logger.warning(
+                "Could not record %d episode outcome(s) with %s (%s: %s); kept, sent again after the next step",
+                len(self.pending),
+                type(self.sampler).__name__,
+                type(e).__name__,
+                e,
+            )
+            return False
+        return True
 
 
 def as_task_sampler(tasks: Sequence[Task] | TaskSampler) -> TaskSampler:

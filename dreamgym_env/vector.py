@@ -25,7 +25,7 @@ from dreamgym_env.episode import PendingStep
 from dreamgym_env.errors import ConfigError, DreamGymError
 from dreamgym_env.experience.backends import Backend, make_backend
 from dreamgym_env.retrieval import BatchRetriever, RetrievalQuery, Retriever
-from dreamgym_env.tasks import TaskSampler, as_task_sampler
+from dreamgym_env.tasks import OutcomeReporter, TaskSampler, as_task_sampler
 from dreamgym_env.types import Task, Transition
 
 __all__ = ["DreamGymVectorEnv"]
@@ -173,6 +173,7 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         self._owns_backend = backend is None
         self.backend = backend if backend is not None else make_backend(cfg.backend)
         sampler = as_task_sampler(tasks if tasks is not None else domain.seed_tasks())
+        self.outcome_reporter = OutcomeReporter(sampler)  # every sub-env's, sent once a step
         self.retriever = retriever
         self._batch = (
             _StepBatch(retriever) if retriever is not None and _stores_in_batches(retriever) else None
@@ -185,6 +186,7 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
                 backend=self.backend,
                 config=cfg,
                 render_mode=render_mode,
+                outcome_reporter=self.outcome_reporter,
             )
             for _ in range(num_envs)
         ]
@@ -247,7 +249,9 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         ``on_invalid_output="raise"``), the others' requests are cancelled and awaited, no sub-env
         advances, no transition is stored, and that error is raised; if the batched write fails (a
         full disk, an unreachable PostgreSQL), no sub-env advances either. Call ``step`` again with
-        the same actions once the cause is fixed.
+        the same actions once the cause is fixed. The outcomes of the episodes the step ended go to the
+        task sampler after every sub-env moved, in one write (:attr:`outcome_reporter`); if that write
+        fails, the step still returns, and the outcomes are logged, kept and sent with the next step's.
         """
         actions = list(actions)
         if len(actions) != self.num_envs:
@@ -287,7 +291,8 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
             for env, p in zip(envs, pending, strict=False):
                 env.discard(p)
             raise
-        results = [env.commit(p, store=False) for env, p in zip(envs, pending, strict=True)]
+        results = [env.commit(p, store=False, report=False) for env, p in zip(envs, pending, strict=True)]
+        self.outcome_reporter.flush()  # after every sub-env moved: one write, and a failed one keeps them queued
 
         obs: list[str] = [""] * self.num_envs
         rewards = np.zeros(self.num_envs, dtype=np.float64)
@@ -317,7 +322,8 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         return tuple(env.render() for env in self.envs)
 
     def close_extras(self, **kwargs: Any) -> None:
-        """Release the shared backend if this vector env created it."""
+        """Send any outcome still queued; release the shared backend if this vector env created it."""
+        self.outcome_reporter.flush()
         if self._owns_backend:
             run_sync(self.backend.aclose())
 

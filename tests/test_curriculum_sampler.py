@@ -4,7 +4,7 @@ import pytest
 from dreamgym_env import DreamGymEnv, DreamGymVectorEnv, ScriptedBackend
 from dreamgym_env.curriculum import CurriculumSampler, TaskPool
 from dreamgym_env.domains import get_domain
-from dreamgym_env.errors import ConfigError
+from dreamgym_env.errors import ConfigError, StoreError
 from dreamgym_env.tasks import TaskSampler
 from dreamgym_env.types import Task
 
@@ -155,3 +155,51 @@ def test_vector_env_groups_share_one_sampled_task():
     history = sampler.pool.recent_outcomes(8)
     assert sum(len(v) for v in history.values()) == 8
     assert all(len(history[t]) >= 4 for t in set(ids))
+
+
+@pytest.mark.parametrize("failing", [0, 3, 7])
+def test_a_failed_outcome_write_moves_every_sub_env_and_loses_no_outcome(failing, monkeypatch, caplog):
+    """The pool write of a vector step's 8 outcomes fails at sub-env ``failing``'s row.
+
+    Every sub-env has moved all the same (the step returns), the pool holds none of the 8 (one
+    transaction), and the next step sends all 8, once.
+    """
+    sampler = CurriculumSampler(TaskPool(), "webshop")
+    envs = DreamGymVectorEnv("webshop", num_envs=8, tasks=sampler, backend=ScriptedBackend())
+    envs.reset(seed=0)
+    db = sampler.pool._db
+    inserts = iter(range(1_000))
+    real_rows = db.rows
+
+    def failing_at_row(sql, params=()):
+        if sql.startswith("INSERT INTO curriculum_outcomes") and next(inserts) == failing:
+            raise StoreError("disk I/O error")
+        return real_rows(sql, params)
+
+    monkeypatch.setattr(db, "rows", failing_at_row)
+    with caplog.at_level("WARNING", logger="dreamgym_env.tasks"):
+        _, _, terminated, _, _ = envs.step(["click[Buy Now]"] * 8)
+    assert terminated.all()
+    assert sampler.pool.recent_outcomes(8) == {}
+    assert "Could not record 8 episode outcome(s)" in caplog.text and len(envs.outcome_reporter.pending) == 8
+
+    envs.step(["search[boots]"] * 8)  # the ended sub-envs reset; the queued outcomes go now
+    assert sum(len(v) for v in sampler.pool.recent_outcomes(8).values()) == 8
+    assert envs.outcome_reporter.pending == []
+    envs.close()
+    assert sum(len(v) for v in sampler.pool.recent_outcomes(8).values()) == 8
+
+
+def test_a_single_env_step_returns_though_the_outcome_write_fails(monkeypatch):
+    sampler = CurriculumSampler(TaskPool(), "webshop")
+    env = DreamGymEnv("webshop", tasks=sampler, backend=ScriptedBackend())
+    env.reset(seed=0)
+    monkeypatch.setattr(
+        sampler.pool, "record_outcomes", lambda rows: (_ for _ in ()).throw(StoreError("down"))
+    )
+    _, _, terminated, _, _ = env.step("click[Buy Now]")
+    assert terminated and len(env.outcome_reporter.pending) == 1
+    monkeypatch.undo()
+    env.reset(seed=1)
+    env.step("click[Buy Now]")
+    assert sum(len(v) for v in sampler.pool.recent_outcomes(8).values()) == 2

@@ -311,13 +311,24 @@ class TaskPool:
     # ------------------------------------------------------------------ outcomes
     def record_outcome(self, task_id: str, reward: float, success: bool) -> int:
         """Append one finished episode of ``task_id`` to its history; return the outcome's sequence number."""
+        return self.record_outcomes([(task_id, reward, success)])[0]
+
+    def record_outcomes(self, outcomes: Sequence[tuple[str, float, bool]]) -> list[int]:
+        """Append several finished episodes ``(task_id, reward, success)`` in one transaction: all or none.
+
+        Returns their sequence numbers, in order.
+        """
+        now = time.time()
         with self._db.write() as tx:
-            rows = tx.rows(
-                "INSERT INTO curriculum_outcomes (task_id, reward, success, timestamp) VALUES (?, ?, ?, ?) "
-                "RETURNING seq",
-                (task_id, float(reward), int(bool(success)), time.time()),
-            )
-        return int(rows[0][0])
+            rows = [
+                tx.rows(
+                    "INSERT INTO curriculum_outcomes (task_id, reward, success, timestamp) VALUES (?, ?, ?, ?) "
+                    "RETURNING seq",
+                    (task_id, float(reward), int(bool(success)), now),
+                )
+                for task_id, reward, success in outcomes
+            ]
+        return [int(r[0][0]) for r in rows]
 
     def recent_outcomes(
         self, n: int, *, domain: str | None = None, after: int = 0

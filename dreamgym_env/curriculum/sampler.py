@@ -28,6 +28,7 @@ from dreamgym_env.curriculum.stats import TaskEmbeddings, TaskStats, compute_tas
 from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.experience.backends.base import Backend
+from dreamgym_env.tasks import EpisodeOutcome
 from dreamgym_env.types import Task
 
 __all__ = ["CurriculumConfig", "CurriculumSampler"]
@@ -165,16 +166,23 @@ class CurriculumSampler:
 
     def record_outcome(self, task: Task, reward: float, success: bool) -> None:
         """Append the episode's outcome to the pool (a task not in the pool is added as ``external``)."""
-        if task.task_id not in self._entries:
-            self.pool.add_tasks([task], origin="external")
-            entry = self.pool.get(task.task_id)
-            if entry is not None:
-                self._entries[task.task_id] = entry
-        seq = self.pool.record_outcome(task.task_id, reward, success)
-        self._history.setdefault(task.task_id, deque(maxlen=self.config.group_n)).appendleft(
-            Outcome(seq, task.task_id, float(reward), bool(success), 0.0)
-        )
-        self._last_seq = max(self._last_seq, seq)
+        self.record_outcomes([EpisodeOutcome(task, reward, success)])
+
+    def record_outcomes(self, outcomes: Sequence[EpisodeOutcome]) -> None:
+        """Append several episodes' outcomes to the pool in one transaction (a vector env's step)."""
+        unknown = {o.task.task_id: o.task for o in outcomes if o.task.task_id not in self._entries}
+        if unknown:
+            self.pool.add_tasks(list(unknown.values()), origin="external")
+            for task_id in unknown:
+                entry = self.pool.get(task_id)
+                if entry is not None:
+                    self._entries[task_id] = entry
+        seqs = self.pool.record_outcomes([(o.task.task_id, o.reward, o.success) for o in outcomes])
+        for seq, (task, reward, success) in zip(seqs, outcomes, strict=True):
+            self._history.setdefault(task.task_id, deque(maxlen=self.config.group_n)).appendleft(
+                Outcome(seq, task.task_id, float(reward), bool(success), 0.0)
+            )
+            self._last_seq = max(self._last_seq, seq)
         self._stats = None
 
     def get(self, task_id: str) -> Task | None:
