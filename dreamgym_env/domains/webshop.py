@@ -1,10 +1,9 @@
 """WebShop: an online store where the agent searches, compares and buys one product for a written goal.
 
 This module owns WebShop's formats: the page renderers (``render_*``), the admissible actions of a
-page (:func:`page_actions`), task ids (:func:`webshop_task_id`), the goal's hidden-fact keys
-(:data:`GOAL_FACT_KEYS`, :func:`session_goal_metadata`) and categories (:data:`WEBSHOP_CATEGORIES`).
-What uses them: task files in :mod:`~dreamgym_env.domains.webshop_tasks`
-(:meth:`WebShopDomain.load_tasks`); the real env in :mod:`dreamgym_env.real.webshop` with the text
+page (:func:`page_actions`), the goal's hidden-fact keys (:data:`GOAL_FACT_KEYS`) and categories
+(:data:`WEBSHOP_CATEGORIES`). Task files, task ids and a recorded goal's metadata are
+:mod:`~dreamgym_env.domains.webshop_tasks`' (:meth:`WebShopDomain.load_tasks`). What uses them: the real env in :mod:`dreamgym_env.real.webshop` with the text
 parser in :mod:`dreamgym_env.real.mapping`; the session-log import in
 :mod:`dreamgym_env.buffer.loaders.webshop`; the curriculum's ``WEBSHOP_FORMAT`` and
 ``validate_webshop`` (named in the domain table, :data:`dreamgym_env.domains.BUILTIN_DOMAINS`).
@@ -15,16 +14,15 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
 from dreamgym_env.domains.base import Domain, InitialState
+from dreamgym_env.domains.webshop_tasks import OPTIONS_KEY, load_webshop_goals
 from dreamgym_env.types import Task
 
 __all__ = [
     "GOAL_FACT_KEYS",
-    "OPTIONS_KEY",
     "WEBSHOP_CATEGORIES",
     "WebShopDomain",
     "page_actions",
@@ -33,47 +31,13 @@ __all__ = [
     "render_results_page",
     "render_search_page",
     "render_sub_page",
-    "session_goal_metadata",
-    "webshop_task_id",
 ]
-
-OPTIONS_KEY = "options"
-"""Task metadata key of the options a goal requires (WebShop's own goal records call it ``goal_options``)."""
 
 GOAL_FACT_KEYS: tuple[str, ...] = ("attributes", OPTIONS_KEY, "price_upper", "category")
 """The goal's hidden facts (task metadata keys) the experience model sees and the agent does not."""
 
 WEBSHOP_CATEGORIES: frozenset[str] = frozenset({"fashion", "beauty", "grocery", "electronics", "garden"})
 """WebShop's five product categories (garden covers furniture and home), a goal's ``category``."""
-
-
-def webshop_task_id(session: str | int, goal_index: int = 0) -> str:
-    """The task id of a WebShop session: ``webshop-session-<session>``.
-
-    ``session`` is a session name (a human session log's file stem, ``20220427_1_12``) or the goal index
-    the real store is reset with. ``goal_index`` numbers the further goals of a log that holds several
-    (``-1``, ``-2``...); the first goal has no suffix.
-    """
-    return f"webshop-session-{session}" + (f"-{goal_index}" if goal_index else "")
-
-
-def session_goal_metadata(goal: Mapping[str, Any]) -> dict[str, Any]:
-    """Task metadata of a goal as WebShop records it (a session log's ``goal`` object).
-
-    Holds the hidden facts under :data:`GOAL_FACT_KEYS` (``goal_options`` becomes :data:`OPTIONS_KEY`)
-    and what else the record names: ``asin``, ``query``, ``product_category``, ``product_name``.
-    """
-    price = goal.get("price_upper")
-    return {
-        "asin": goal.get("asin"),
-        "attributes": list(goal.get("attributes") or []),
-        OPTIONS_KEY: list(goal.get("goal_options") or []),
-        "price_upper": float(price) if isinstance(price, int | float) else price,
-        "category": goal.get("category"),
-        "query": goal.get("query"),
-        "product_category": goal.get("product_category"),
-        "product_name": goal.get("name"),
-    }
 
 
 _BRACKETED = re.compile(r"\[([^\[\]\n]+)\]")
@@ -281,8 +245,8 @@ class WebShopDomain(Domain):
 
     Tasks: :meth:`seed_tasks` (12, with ``attributes``, ``options``, ``price_upper`` metadata) and
     :meth:`load_tasks` for the official files (see :func:`~dreamgym_env.domains.webshop_tasks.load_webshop_goals`).
-    A session's task id is :func:`webshop_task_id`; a recorded goal's metadata is
-    :func:`session_goal_metadata`, whose hidden facts are :data:`GOAL_FACT_KEYS`.
+    A session's task id is :func:`~dreamgym_env.domains.webshop_tasks.webshop_task_id`; a recorded
+    goal's metadata is :func:`~dreamgym_env.domains.webshop_tasks.session_goal_metadata`, whose hidden facts are :data:`GOAL_FACT_KEYS`.
     """
 
     name = "webshop"
@@ -312,8 +276,6 @@ class WebShopDomain(Domain):
     @classmethod
     def load_tasks(cls, path: str | os.PathLike[str]) -> list[Task]:
         """Load tasks from an official WebShop file or session-log folder (format detected by content)."""
-        from dreamgym_env.domains.webshop_tasks import load_webshop_goals
-
         return load_webshop_goals(path)
 
 

@@ -17,11 +17,49 @@ from pathlib import Path
 from typing import Any
 
 from dreamgym_env.domains.task_files import read_json, read_jsonl, require
-from dreamgym_env.domains.webshop import session_goal_metadata, webshop_task_id
 from dreamgym_env.errors import DataFormatError
 from dreamgym_env.types import Task
 
-__all__ = ["load_webshop_goals", "parse_price_upper"]
+__all__ = [
+    "OPTIONS_KEY",
+    "load_webshop_goals",
+    "parse_price_upper",
+    "session_goal_metadata",
+    "webshop_task_id",
+]
+
+OPTIONS_KEY = "options"
+"""Task metadata key of the options a goal requires (WebShop's own goal records call it ``goal_options``)."""
+
+
+def webshop_task_id(session: str | int, goal_index: int = 0) -> str:
+    """The task id of a WebShop session: ``webshop-session-<session>``.
+
+    ``session`` is a session name (a human session log's file stem, ``20220427_1_12``) or the goal index
+    the real store is reset with. ``goal_index`` numbers the further goals of a log that holds several
+    (``-1``, ``-2``...); the first goal has no suffix.
+    """
+    return f"webshop-session-{session}" + (f"-{goal_index}" if goal_index else "")
+
+
+def session_goal_metadata(goal: Mapping[str, Any]) -> dict[str, Any]:
+    """Task metadata of a goal as WebShop records it (a session log's ``goal`` object).
+
+    Holds the hidden facts under :data:`GOAL_FACT_KEYS` (``goal_options`` becomes :data:`OPTIONS_KEY`)
+    and what else the record names: ``asin``, ``query``, ``product_category``, ``product_name``.
+    """
+    price = goal.get("price_upper")
+    return {
+        "asin": goal.get("asin"),
+        "attributes": list(goal.get("attributes") or []),
+        OPTIONS_KEY: list(goal.get("goal_options") or []),
+        "price_upper": float(price) if isinstance(price, int | float) else price,
+        "category": goal.get("category"),
+        "query": goal.get("query"),
+        "product_category": goal.get("product_category"),
+        "product_name": goal.get("name"),
+    }
+
 
 PathLike = str | os.PathLike[str]
 

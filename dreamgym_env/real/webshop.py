@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Protocol
 
-from dreamgym_env.domains.webshop import webshop_task_id
+from dreamgym_env.domains.webshop_tasks import webshop_task_id
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.base import RealReset, RealStep, RealTextEnv
 from dreamgym_env.real.mapping import parse_webshop_text, webshop_page_to_state
@@ -75,7 +75,7 @@ class WebShopRealEnv(RealTextEnv):
 
     Reset options: ``{"session": index}`` plays that goal; a session name (``"20220427_1_12"``, as a
     human session log is named) is passed to WebShop as it is. The task id is
-    :func:`~dreamgym_env.domains.webshop.webshop_task_id` of the session, the id the session log's
+    :func:`~dreamgym_env.domains.webshop_tasks.webshop_task_id` of the session, the id the session log's
     task and imported transitions get.
     """
 
