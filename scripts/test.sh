@@ -9,6 +9,6 @@ if [ "${DREAMGYM_SKIP_INSTALL:-0}" != 1 ]; then
     bash scripts/install_real.sh .venv/bin/python
   fi
 fi
-# Integration tests must not skip silently for want of vLLM.
-export DREAMGYM_REQUIRE_VLLM=1
+# Nothing may skip for want of a dependency (vLLM, PostgreSQL, a real env package): a skip fails.
+export DREAMGYM_NO_SKIPS=1
 exec .venv/bin/python -m pytest "$@"

@@ -1,14 +1,14 @@
 """Shared pytest fixtures.
 
 Integration tests talk to one real vLLM OpenAI server for the whole session, serving the smoke model
-the package builds offline (:mod:`dreamgym_env.serving`). Without vLLM installed those tests skip,
-unless ``DREAMGYM_REQUIRE_VLLM=1`` (set in CI) turns the skip into a failure, so they never go
-silently untested.
+the package builds offline (:mod:`dreamgym_env.serving`). Store tests run against SQLite and against a
+real PostgreSQL: one throwaway cluster for the session (``initdb`` + ``pg_ctl`` on 127.0.0.1 and a
+free port, deleted at the end), one fresh database per test.
 
-Store tests run against SQLite and against a real PostgreSQL: one throwaway cluster for the session
-(``initdb`` + ``pg_ctl`` on 127.0.0.1 and a free port, deleted at the end), one fresh database per
-test. Without the server binaries or psycopg those tests skip, unless ``DREAMGYM_REQUIRE_VLLM=1`` or
-``DREAMGYM_REQUIRE_POSTGRES=1`` makes the skip a failure.
+A test whose dependency is missing (vLLM, PostgreSQL, matplotlib, a real environment package...)
+skips, however it says so (a fixture here or ``pytest.importorskip``), unless ``DREAMGYM_NO_SKIPS=1``
+(set by ``scripts/test.sh``, so in CI): then every skip is reported as a failure, and nothing goes
+silently untested. The summary line counts the skips either way.
 """
 
 from __future__ import annotations
@@ -35,22 +35,50 @@ if TYPE_CHECKING:
 
     from dreamgym_env.storage.pg_cluster import TemporaryPostgres
 
-REQUIRE_VLLM_ENV = "DREAMGYM_REQUIRE_VLLM"
-REQUIRE_POSTGRES_ENV = "DREAMGYM_REQUIRE_POSTGRES"
+NO_SKIPS_ENV = "DREAMGYM_NO_SKIPS"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    """Under ``DREAMGYM_NO_SKIPS=1``, a skip (of any origin) is reported as a failure that says why."""
+    report: pytest.TestReport = yield
+    if report.skipped and os.environ.get(NO_SKIPS_ENV) == "1" and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{reason}\n{NO_SKIPS_ENV}=1 forbids skipping: install what the test needs (scripts/install.sh)."
+        )
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> pytest.CollectReport:
+    """The same for a whole module skipped at import (a module-level ``pytest.importorskip``)."""
+    report: pytest.CollectReport = yield
+    if report.skipped and os.environ.get(NO_SKIPS_ENV) == "1":
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{reason}\n{NO_SKIPS_ENV}=1 forbids skipping: install what the test needs (scripts/install.sh)."
+        )
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The skip count on its own line, so a log shows at a glance whether anything went untested."""
+    skipped = len(terminalreporter.stats.get("skipped", []))
+    strict = os.environ.get(NO_SKIPS_ENV) == "1"
+    terminalreporter.write_line(f"skipped tests: {skipped} ({NO_SKIPS_ENV}={'1' if strict else 'unset'})")
 
 
 def _require(modules: tuple[str, ...], why: str) -> None:
-    """Skip (or fail, when ``DREAMGYM_REQUIRE_VLLM=1``) unless every module is importable."""
+    """Skip unless every module is importable (a failure under ``DREAMGYM_NO_SKIPS=1``)."""
     missing = [name for name in modules if importlib.util.find_spec(name) is None]
-    if not missing:
-        return
-    message = (
-        f"{why} needs {', '.join(missing)}: install the CPU serving stack "
-        '(pip install torch==2.13.0 && pip install "dreamgym-env[cpu]", see docs/serving.md)'
-    )
-    if os.environ.get(REQUIRE_VLLM_ENV) == "1":
-        pytest.fail(f"{message}; {REQUIRE_VLLM_ENV}=1 forbids skipping.", pytrace=False)
-    pytest.skip(message)
+    if missing:
+        pytest.skip(
+            f"{why} needs {', '.join(missing)}: install the CPU serving stack "
+            '(pip install torch==2.13.0 && pip install "dreamgym-env[cpu]", see docs/serving.md)'
+        )
 
 
 @pytest.fixture(scope="session")
@@ -99,11 +127,7 @@ def postgres_cluster() -> Iterator[TemporaryPostgres]:
     if importlib.util.find_spec("psycopg") is None or importlib.util.find_spec("psycopg_pool") is None:
         missing.append('psycopg and psycopg_pool (pip install "dreamgym-env[postgres]")')
     if missing:
-        message = f"PostgreSQL store tests need {' and '.join(missing)}"
-        strict = [name for name in (REQUIRE_VLLM_ENV, REQUIRE_POSTGRES_ENV) if os.environ.get(name) == "1"]
-        if strict:
-            pytest.fail(f"{message}; {strict[0]}=1 forbids skipping.", pytrace=False)
-        pytest.skip(message)
+        pytest.skip(f"PostgreSQL store tests need {' and '.join(missing)}")
     with TemporaryPostgres(fsync=False) as cluster:
         yield cluster
 
