@@ -11,17 +11,17 @@ import pytest
 
 from dreamgym_env.domains import BUILTIN_DOMAINS, get_domain, load_entry_point
 from dreamgym_env.domains.alfworld import ALFWorldDomain
-from dreamgym_env.domains.tasks import (
+from dreamgym_env.domains.alfworld_tasks import (
     ALFWORLD_TASK_TYPES,
     load_alfworld_react_tasks,
     load_alfworld_traj_data,
-    load_webarena_tasks,
-    load_webshop_goals,
     make_alfworld_task,
     parse_alfworld_goal,
 )
 from dreamgym_env.domains.webarena import WebArenaDomain
+from dreamgym_env.domains.webarena_tasks import load_webarena_tasks
 from dreamgym_env.domains.webshop import WebShopDomain
+from dreamgym_env.domains.webshop_tasks import load_webshop_goals
 from dreamgym_env.errors import DataFormatError, DomainError
 from dreamgym_env.types import Task
 
@@ -522,7 +522,7 @@ def test_missing_file_is_a_data_format_error(tmp_path):
 
 
 def test_parse_price_upper():
-    from dreamgym_env.domains.tasks import parse_price_upper
+    from dreamgym_env.domains.webshop_tasks import parse_price_upper
 
     assert parse_price_upper("red shoes, and price lower than 40.00 dollars") == 40.0
     assert parse_price_upper("price less than 7 dollars") == 7.0

@@ -32,7 +32,7 @@ def test_planner_expert_solves_every_handwritten_game(games: list[str]) -> None:
 
 
 def test_first_state_has_the_simulated_format(games: list[str]) -> None:
-    from dreamgym_env.domains.tasks import parse_alfworld_goal
+    from dreamgym_env.domains.alfworld_tasks import parse_alfworld_goal
     from dreamgym_env.real.alfworld import ALFWorldRealEnv
 
     env = ALFWorldRealEnv(games)

@@ -15,13 +15,7 @@ from typing import Any, ClassVar
 from dreamgym_env.episode import EpisodeEnv, EpisodeStart, WorldStep
 from dreamgym_env.types import Source
 
-__all__ = ["RealReset", "RealStep", "RealTextEnv"]
-
-RealReset = EpisodeStart
-"""The first abstract state of a real episode (what :meth:`RealTextEnv._real_reset` returns)."""
-RealStep = WorldStep
-"""One real transition, already mapped to the abstract format (what :meth:`RealTextEnv._real_step`
-returns); its reward is the engine's, passed through."""
+__all__ = ["RealTextEnv"]
 
 
 class RealTextEnv(EpisodeEnv):
@@ -45,12 +39,15 @@ class RealTextEnv(EpisodeEnv):
 
     # ------------------------------------------------------------------ engine hooks
     @abstractmethod
-    def _real_reset(self, options: dict[str, Any]) -> RealReset:
-        """Start a real episode; draw any choice (which game, which task) from ``self.np_random``."""
+    def _real_reset(self, options: dict[str, Any]) -> EpisodeStart:
+        """Start a real episode (its first abstract state); draw any choice from ``self.np_random``."""
 
     @abstractmethod
-    def _real_step(self, action: str) -> RealStep:
-        """Send one well-formed action to the real engine."""
+    def _real_step(self, action: str) -> WorldStep:
+        """Send one well-formed action to the real engine; its answer mapped to the abstract format.
+
+        The reward is the engine's, passed through.
+        """
 
     def _real_close(self) -> None:  # noqa: B027 - optional hook
         """Release the engine (browser, game process); called by :meth:`close`."""

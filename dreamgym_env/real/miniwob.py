@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from dreamgym_env.domains.miniwob import MiniWoBDomain, miniwob_display_urls, miniwob_task
+from dreamgym_env.episode import EpisodeStart
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
-from dreamgym_env.real.base import RealReset
 from dreamgym_env.real.miniwob_policies import SOLVED_TASKS
 from dreamgym_env.real.webarena import BrowserGymEnvBase
 from dreamgym_env.types import Task
@@ -164,13 +164,13 @@ class MiniWoBRealEnv(BrowserGymEnvBase):
             seed = int(self.np_random.integers(2**31 - 1))
         return chosen, int(seed)
 
-    def _real_reset(self, options: dict[str, Any]) -> RealReset:
+    def _real_reset(self, options: dict[str, Any]) -> EpisodeStart:
         name, seed = self._choose(options)
         entrypoint = self._task_class(name)
         obs = self._open(entrypoint, {"base_url": self.base_url or serve_miniwob()}, seed)
         task = miniwob_task(name, seed, str(obs.get("goal") or ""))
         self._record(f"miniwob.{name}", task, obs)
-        return RealReset(task=task, state=self._map(obs), admissible_actions=[])
+        return EpisodeStart(task=task, state=self._map(obs), admissible_actions=[])
 
     def _map(self, obs: dict[str, Any]) -> str:
         return miniwob_display_urls(super()._map(obs))

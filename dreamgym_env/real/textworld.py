@@ -32,8 +32,9 @@ from dreamgym_env.domains.textworld_facts import (
     render_world,
     step_result,
 )
+from dreamgym_env.episode import EpisodeStart, WorldStep
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, DreamGymError
-from dreamgym_env.real.base import RealReset, RealStep, RealTextEnv
+from dreamgym_env.real.base import RealTextEnv
 from dreamgym_env.real.mapping import clean_game_text
 from dreamgym_env.types import Task, Transition
 
@@ -128,7 +129,7 @@ class TextGameEnv(RealTextEnv):
         return list(game_state.get("policy_commands") or [])
 
     # -------------------------------------------------------------- RealTextEnv hooks
-    def _real_reset(self, options: dict[str, Any]) -> RealReset:
+    def _real_reset(self, options: dict[str, Any]) -> EpisodeStart:
         textworld = import_textworld()
         if options.get("game_file"):
             game = str(options["game_file"])
@@ -142,7 +143,7 @@ class TextGameEnv(RealTextEnv):
             self._game = game
         game_state = self._engine.reset()
         state = self._first_state(game_state)
-        return RealReset(
+        return EpisodeStart(
             task=self._make_task(game, game_state, state),
             state=state,
             admissible_actions=list(game_state["admissible_commands"] or []),
@@ -152,10 +153,10 @@ class TextGameEnv(RealTextEnv):
     def _step_state(self, game_state: Mapping[str, Any]) -> str:
         return clean_feedback(str(game_state.get("feedback")))
 
-    def _real_step(self, action: str) -> RealStep:
+    def _real_step(self, action: str) -> WorldStep:
         game_state, score, done = self._engine.step(action)
         won = bool(game_state["won"])
-        return RealStep(
+        return WorldStep(
             state=self._step_state(game_state),
             reward=1.0 if won else 0.0,
             done=bool(done),

@@ -19,9 +19,10 @@ from typing import Any, ClassVar
 
 from dreamgym_env.domains import Domain
 from dreamgym_env.domains.webarena import WebArenaDomain
+from dreamgym_env.episode import EpisodeStart, WorldStep
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.axtree import axtree_to_state
-from dreamgym_env.real.base import RealReset, RealStep, RealTextEnv
+from dreamgym_env.real.base import RealTextEnv
 from dreamgym_env.real.browser import DEFAULT_CHROMIUM_FLAGS, BrowserOptions, use_system_chromium
 from dreamgym_env.real.recording import EpisodeRecorder
 from dreamgym_env.types import Task
@@ -163,13 +164,13 @@ class BrowserGymEnvBase(RealTextEnv):
                 self.record_dir, task_name, task, obs, screenshots=self.record_screenshots
             )
 
-    def _real_step(self, action: str) -> RealStep:
+    def _real_step(self, action: str) -> WorldStep:
         obs, reward, terminated, truncated, info = self._browser.step(action)
         if self._recorder is not None:
             self._recorder.step(action, obs, float(reward), bool(terminated), bool(truncated), info)
         error = str(obs.get("last_action_error") or "") or None
         final = bool(_FINAL.match(action)) and error is None
-        return RealStep(
+        return WorldStep(
             state=self._map(obs),
             reward=float(reward),
             done=bool(terminated) or final,
@@ -285,7 +286,7 @@ class BrowserGymRealEnv(BrowserGymEnvBase):
         )
         return task, None, {"start_url": url, "goal": goal}
 
-    def _real_reset(self, options: dict[str, Any]) -> RealReset:
+    def _real_reset(self, options: dict[str, Any]) -> EpisodeStart:
         try:
             from browsergym.core.task import OpenEndedTask
         except ImportError as e:
@@ -296,4 +297,4 @@ class BrowserGymRealEnv(BrowserGymEnvBase):
             task = task.model_copy(update={"instruction": str(obs["goal"])})
         name = entrypoint.get_task_id() if hasattr(entrypoint, "get_task_id") else f"webarena.{task.task_id}"
         self._record(str(name), task, obs)
-        return RealReset(task=task, state=self._map(obs), admissible_actions=[])
+        return EpisodeStart(task=task, state=self._map(obs), admissible_actions=[])

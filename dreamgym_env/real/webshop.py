@@ -12,8 +12,9 @@ import re
 from typing import Any, Protocol
 
 from dreamgym_env.domains.webshop_tasks import webshop_task_id
+from dreamgym_env.episode import EpisodeStart, WorldStep
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
-from dreamgym_env.real.base import RealReset, RealStep, RealTextEnv
+from dreamgym_env.real.base import RealTextEnv
 from dreamgym_env.real.mapping import parse_webshop_text, webshop_page_to_state
 from dreamgym_env.types import Task
 
@@ -117,7 +118,7 @@ class WebShopRealEnv(RealTextEnv):
             self._engine = WebAgentTextEnv(observation_mode="text", **self._engine_kwargs)
         return self._engine
 
-    def _real_reset(self, options: dict[str, Any]) -> RealReset:
+    def _real_reset(self, options: dict[str, Any]) -> EpisodeStart:
         session = options.get("session")
         if session is None:
             session = self.sessions[int(self.np_random.integers(len(self.sessions)))]
@@ -134,13 +135,13 @@ class WebShopRealEnv(RealTextEnv):
             source="webshop:real",
         )
         state, admissible = self._map(observation, None)
-        return RealReset(task=task, state=state, admissible_actions=admissible)
+        return EpisodeStart(task=task, state=state, admissible_actions=admissible)
 
-    def _real_step(self, action: str) -> RealStep:
+    def _real_step(self, action: str) -> WorldStep:
         observation, reward, done, _ = self.engine.step(action)
         self._track(action)
         state, admissible = self._map(observation, float(reward) if done else None)
-        return RealStep(
+        return WorldStep(
             state=state,
             reward=float(reward),
             done=bool(done),
