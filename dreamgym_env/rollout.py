@@ -43,6 +43,7 @@ __all__ = [
     "group_advantages",
     "is_simulated",
     "unbatch_info",
+    "unbatch_infos",
 ]
 
 Policy = Callable[[str, dict[str, Any]], str]
@@ -97,10 +98,14 @@ class Episode:
 
 
 def unbatch_info(infos: dict[str, Any], index: int) -> dict[str, Any]:
-    """Sub-env ``index``'s info from Gymnasium's batched ``info`` / ``_info`` dict."""
+    """Sub-env ``index``'s info from Gymnasium's batched ``info["key"]`` / ``info["_key"]`` dict.
+
+    ``_key`` is a mask only beside ``key``; a key of the env's own that starts with ``_`` is kept.
+    Numpy scalars become Python ones and arrays are copied, so the result owns its values.
+    """
     out: dict[str, Any] = {}
     for key, value in infos.items():
-        if key.startswith("_"):
+        if key.startswith("_") and key[1:] in infos:
             continue
         mask = infos.get(f"_{key}")
         if mask is not None and not mask[index]:
@@ -109,8 +114,17 @@ def unbatch_info(infos: dict[str, Any], index: int) -> dict[str, Any]:
     return out
 
 
+def unbatch_infos(infos: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """Every sub-env's info (:func:`unbatch_info` for ``0 .. n-1``), as stable-baselines3 wants them."""
+    return [unbatch_info(infos, i) for i in range(n)]
+
+
 def _item(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    return value
 
 
 def collect_episodes(

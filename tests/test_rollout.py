@@ -154,3 +154,31 @@ def test_aplay_episodes_without_lockstep_raises_a_failed_step():
     with pytest.raises(BackendError, match="ran out"):
         run_sync(aplay_episodes(envs, [EpisodeJob(seed=0)], policy, lockstep=False))
     assert run_sync(aplay_episodes(envs, [], policy, lockstep=False)) == []
+
+
+def test_one_unbatcher_reads_masks_and_keeps_the_envs_own_underscore_keys():
+    """The rollout helpers and the SB3 adapter read Gymnasium's batched infos through one function."""
+    import numpy as np
+
+    from dreamgym_env.rollout import unbatch_info, unbatch_infos
+
+    vector = np.array([[1.0], [2.0]])
+    infos = {
+        "success": np.array([True, False]),
+        "_success": np.array([True, False]),
+        "_private": np.array(["a", "b"]),  # the env's own key: no "private" beside it, so not a mask
+        "features": vector,
+        "_features": np.array([True, True]),
+        "timing": {"total_s": np.array([0.5, 0.25]), "_total_s": np.array([True, True])},
+    }
+    first, second = unbatch_infos(infos, 2)
+    assert first == {
+        "success": True,
+        "_private": "a",
+        "features": first["features"],
+        "timing": {"total_s": 0.5},
+    }
+    assert type(first["success"]) is bool and "success" not in second and second["_private"] == "b"
+    first["features"][0] = 9.0
+    assert vector[0, 0] == 1.0  # a copy
+    assert unbatch_info(infos, 1) == second

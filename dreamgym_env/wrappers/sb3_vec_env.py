@@ -20,6 +20,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 
 from dreamgym_env.buffer.embedders import Embedder, HashingEmbedder
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, DreamGymError
+from dreamgym_env.rollout import unbatch_infos
 from dreamgym_env.wrappers.discrete_actions import (
     InvalidIndexPolicy,
     action_mask,
@@ -176,7 +177,7 @@ class SB3VecEnv(VecEnv):
             )
         # Sync, Async and DreamGym vector envs take one seed per sub-env (the base class types an int).
         obs, batched = self.venv.reset(seed=seeds, options=options or None)  # type: ignore[arg-type]
-        infos = _unbatch_infos(batched, self.num_envs)
+        infos = unbatch_infos(batched, self.num_envs)
         for i, info in enumerate(infos):
             if "admissible_actions" not in info:
                 raise DreamGymError(
@@ -205,7 +206,7 @@ class SB3VecEnv(VecEnv):
             index_to_action(self._actions[i], index, self.on_invalid) for i, index in enumerate(indices)
         ]
         obs, rewards, terminations, truncations, batched = self.venv.step([text for text, _ in played])
-        infos = _unbatch_infos(batched, self.num_envs)
+        infos = unbatch_infos(batched, self.num_envs)
         dones = np.logical_or(terminations, truncations)
         step_infos: list[dict[str, Any]] = []
         finals: list[tuple[int, str]] = []
@@ -289,25 +290,3 @@ class SB3VecEnv(VecEnv):
                 f"{type(self.venv).__name__} lacks; cannot look up {name!r}."
             )
         return [envs[i] for i in self._get_indices(indices)]
-
-
-def _unbatch_infos(infos: dict[str, Any], n: int) -> list[dict[str, Any]]:
-    """Gymnasium's batched ``info["key"]`` / ``info["_key"]`` dict as ``n`` per-env dicts."""
-    out: list[dict[str, Any]] = [{} for _ in range(n)]
-    for key, value in infos.items():
-        if key.startswith("_") and key[1:] in infos:
-            continue
-        mask = infos.get(f"_{key}")
-        rows = _unbatch_infos(value, n) if isinstance(value, dict) else value
-        for i in range(n):
-            if mask is None or mask[i]:
-                out[i][key] = _item(rows[i])
-    return out
-
-
-def _item(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    return value
