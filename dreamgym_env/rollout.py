@@ -369,15 +369,5 @@ async def _play_unsynchronised(
             if on_finish is not None:
                 on_finish(k, episode)
 
-    tasks = [asyncio.ensure_future(slot(env)) for env in sub_envs[: len(queue)]]
-    if not tasks:
-        return
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        failed = next((t for t in tasks if t in done and t.exception() is not None), None)
-    finally:  # on a failure, or the caller's cancellation: no request is left running
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    if failed is not None:
-        raise failed.exception()  # type: ignore[misc]
+    # On a failure, or the caller's cancellation, the other slots are cancelled and awaited.
+    await gather_all_or_none([slot(env) for env in sub_envs[: len(queue)]])
