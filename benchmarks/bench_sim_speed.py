@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ import dreamgym_env  # noqa: E402,F401 - registers the ids
 from dreamgym_env.buffer import ReplayBuffer  # noqa: E402
 from dreamgym_env.real.textworld import play_noisy_expert, tasks_from_games  # noqa: E402
 from dreamgym_env.real.textworld_suite import build_suite  # noqa: E402
+from dreamgym_env.rollout import unbatch_infos  # noqa: E402
 from dreamgym_env.serving.shipped import recommended_env_kwargs, serve_shipped_model  # noqa: E402
 
 
@@ -59,19 +61,25 @@ def play_real(games: list[str], envs: int, steps: int, seed: int) -> tuple[int, 
 
 def play_sim(
     games: list[str], envs: int, steps: int, seed: int, sim_kwargs: dict[str, Any]
-) -> tuple[int, float]:
-    """Steps taken and seconds spent by a concurrent vector env of ``envs`` simulated episodes."""
+) -> tuple[int, float, Counter[str]]:
+    """Steps taken, seconds spent and who answered each step, for a concurrent vector env of ``envs`` episodes.
+
+    Who answered: ``model`` (a request), ``rule`` (the domain's rules) or ``replay`` (a real
+    transition of the offline data), from ``info["answered_by"]``.
+    """
     vec = gym.make_vec("DreamGym/TextWorld-v0", num_envs=envs, tasks=tasks_from_games(games), **sim_kwargs)
     rng = np.random.default_rng(seed)
     _, infos = vec.reset(seed=seed)
+    answered: Counter[str] = Counter()
     taken, started = 0, time.perf_counter()
     for _ in range(steps):
         actions = [str(rng.choice(list(a) or ["look"])) for a in infos["admissible_actions"]]
         _, _, _, _, infos = vec.step(actions)  # autoreset: a finished episode starts again next step
         taken += envs
+        answered.update(str(i["answered_by"]) for i in unbatch_infos(infos, envs) if "answered_by" in i)
     seconds = time.perf_counter() - started
     vec.close()
-    return taken, seconds
+    return taken, seconds, answered
 
 
 def summary(rates: list[float]) -> dict[str, float]:
@@ -122,17 +130,19 @@ def main() -> None:
         "on_invalid_output": "fail_state",
     }
     real_rates, sim_rates = [], []
+    answered: Counter[str] = Counter()
     try:
         play_sim(games, args.envs, 1, args.seed, sim_kwargs)  # warm-up: compile, caches
         for repeat in range(args.repeats):
             seed = args.seed + 1000 * repeat
             r_steps, r_secs = play_real(games, args.envs, args.steps, seed)
-            s_steps, s_secs = play_sim(games, args.envs, args.steps, seed, sim_kwargs)
+            s_steps, s_secs, who = play_sim(games, args.envs, args.steps, seed, sim_kwargs)
+            answered += who
             real_rates.append(r_steps / r_secs)
             sim_rates.append(s_steps / s_secs)
             print(
                 f"repeat {repeat}: real {real_rates[-1]:.1f} steps/s ({r_steps} in {r_secs:.1f}s), "
-                f"simulated {sim_rates[-1]:.1f} steps/s ({s_steps} in {s_secs:.1f}s)",
+                f"simulated {sim_rates[-1]:.1f} steps/s ({s_steps} in {s_secs:.1f}s; answered by {dict(who)})",
                 flush=True,
             )
     finally:
@@ -148,6 +158,7 @@ def main() -> None:
         "ratio_per_repeat": summary(ratios),
         "simulated_steps_per_s": summary(sim_rates),
         "real_steps_per_s": summary(real_rates),
+        "simulated_steps_answered_by": dict(answered),
         "envs": args.envs,
         "steps_per_env": args.steps,
         "repeats": args.repeats,
