@@ -1,7 +1,7 @@
 """Sim-to-real on TextWorld (the paper's Table 1): the same policy trained on real and on simulated steps.
 
 Every arm trains MaskablePPO through ``TextEmbedding(DiscreteActions(...))`` with
-``examples/train_ppo.py``'s functions (one model recipe, the same ``--n-steps``, ``--num-envs``,
+``dreamgym_env.training.ppo``'s functions (one model recipe, the same ``--n-steps``, ``--num-envs``,
 ``--batch-size`` and ``--n-epochs`` everywhere), then plays the policy in the **real** games of a
 :mod:`~dreamgym_env.real.textworld_suite` suite:
 
@@ -47,10 +47,8 @@ is never written and the simulator retrieves demonstrations of training games on
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -58,7 +56,6 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "examples" / "train_ppo.py"
 
 ARMS = ("random", "real-only", "real-10%", "sim-only", "s2r")
 SIM_ARMS = ("sim-only", "s2r")
@@ -82,18 +79,6 @@ COMPARABLE = (
     "max_actions",
     "eval_episodes",
 )
-
-
-def load_train_ppo() -> Any:
-    """``examples/train_ppo.py`` as a module (the model recipe, the env builders, ``evaluate``)."""
-    if "train_ppo" in sys.modules:
-        return sys.modules["train_ppo"]
-    spec = importlib.util.spec_from_file_location("train_ppo", EXAMPLE)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["train_ppo"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 # ---------------------------------------------------------------------------------------- settings
@@ -167,9 +152,11 @@ def config_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
     return config
 
 
-def ppo_args(train_ppo: Any, args: argparse.Namespace, env_id: str, seed: int, timesteps: int) -> Any:
-    """``train_ppo.Args`` for one phase: the same learner settings for every arm."""
-    return train_ppo.Args(
+def ppo_args(args: argparse.Namespace, env_id: str, seed: int, timesteps: int) -> Any:
+    """The :class:`~dreamgym_env.training.ppo.PPOSettings` of one phase: the same learner in every arm."""
+    from dreamgym_env.training.ppo import PPOSettings
+
+    return PPOSettings(
         env_id=env_id,
         algo="maskable_ppo",
         max_steps=args.max_steps,
@@ -220,7 +207,9 @@ class Runner:
         from dreamgym_env.real.textworld_suite import load_suite
 
         self.args = args
-        self.tp = load_train_ppo()
+        from dreamgym_env.training import ppo
+
+        self.tp = ppo
         suite = load_suite(args.suite)
         self.train_paths = suite.paths("train")[: args.train_games]
         self.heldout_paths = suite.paths("heldout")[: args.heldout_games]
@@ -234,7 +223,7 @@ class Runner:
         self.offline: dict[str, int] = {}
         self._retriever: Any = None
         self._sim_kwargs: dict[str, Any] | None = None
-        real0 = ppo_args(self.tp, args, REAL_ID, 0, 0)
+        real0 = ppo_args(args, REAL_ID, 0, 0)
         self.real_kwargs = self.tp.env_kwargs(real0, self.train_paths)
         self.eval_envs = {
             "train": self.tp.make_env(real0, self.tp.env_kwargs(real0, self.train_paths)),
@@ -245,7 +234,7 @@ class Runner:
         """Simulated envs starting from the training games' real first states (built once)."""
         if self._sim_kwargs is None:
             a = self.args
-            kwargs = self.tp.env_kwargs(ppo_args(self.tp, a, SIM_ID, 0, 0), self.train_paths)
+            kwargs = self.tp.env_kwargs(ppo_args(a, SIM_ID, 0, 0), self.train_paths)
             kwargs["store_transitions"] = "none"  # the offline data stays what it was
             kwargs["max_tokens"] = a.max_tokens
             # A rare unparsable answer ends nothing: the step is a failure state with reward 0.
@@ -271,7 +260,7 @@ class Runner:
     # ------------------------------------------------------------------ phases
     def _phase(self, model: Any, env_id: str, seed: int, timesteps: int, label: str) -> tuple[Any, dict]:
         """Train ``model`` (None: a new one) for ``timesteps`` steps of ``env_id``; steps, updates, seconds."""
-        pa = ppo_args(self.tp, self.args, env_id, seed, timesteps)
+        pa = ppo_args(self.args, env_id, seed, timesteps)
         kwargs = self.real_kwargs if env_id == REAL_ID else self.sim_kwargs()
         vec_env = self.tp.make_train_envs(pa, kwargs)
         try:

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -14,8 +10,6 @@ from dreamgym_env.buffer.embedders import HashingEmbedder
 from dreamgym_env.env import DreamGymEnv
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.wrappers import DiscreteActions, TextEmbedding
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def sim_env(**kwargs: object) -> DreamGymEnv:
@@ -112,15 +106,6 @@ def test_wrapped_env_passes_sb3_check_env_and_maskable_ppo_trains() -> None:
     assert info["action_mask"][int(action)]
 
 
-def _train_ppo_module():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("train_ppo", EXAMPLES / "train_ppo.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["train_ppo"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.real
 @pytest.mark.parametrize(
     ("env_id", "extra"),
@@ -132,10 +117,11 @@ def test_same_training_script_runs_on_real_and_simulated_ids(
     pytest.importorskip("textworld")
     pytest.importorskip("sb3_contrib")
     pytest.importorskip("matplotlib")
-    train_ppo = _train_ppo_module()
+    from dreamgym_env.training.ppo import PPOSettings, train_and_evaluate
+
     games = tmp_path_factory.getbasetemp() / "ppo_games"  # shared by both ids: generated once
     out = tmp_path_factory.mktemp("ppo")
-    args = train_ppo.Args(
+    args = PPOSettings(
         env_id=env_id,
         level=2,
         train_games=2,
@@ -149,7 +135,7 @@ def test_same_training_script_runs_on_real_and_simulated_ids(
         out_dir=str(out),
         **extra,
     )
-    result = train_ppo.main(args)
+    result = train_and_evaluate(args)
     assert 0.0 <= result["held_out_games_trained"] <= 1.0 and result["env_id"] == env_id
     assert (out / "success_rate.png").stat().st_size > 0 and (out / "policy.zip").is_file()
 
