@@ -50,14 +50,19 @@ def main() -> None:
             )
             rng = np.random.default_rng(args.seed)
             failed, errors, episodes, done = 0, [], 0, 0
+            failures: list[dict[str, object]] = []  # what a failed step was asked, and its last answer
             start = time.perf_counter()
-            _, info = env.reset(seed=args.seed)
+            state, info = env.reset(seed=args.seed)
             while done < args.transitions:
+                action = str(rng.choice(info["admissible_actions"]))
                 try:
-                    _, _, terminated, truncated, info = env.step(str(rng.choice(info["admissible_actions"])))
+                    state, _, terminated, truncated, info = env.step(action)
                 except Exception as e:  # noqa: BLE001 - a failed transition is what is counted
                     failed += 1
                     errors.append(f"{type(e).__name__}: {e}"[:300])
+                    failures.append(
+                        {"state": state, "action": action, "last_answer": getattr(e, "raw_output", None)}
+                    )
                     terminated, truncated = True, False
                 else:
                     if info.get("model_error"):
@@ -66,7 +71,7 @@ def main() -> None:
                 done += 1
                 if terminated or truncated:
                     episodes += 1
-                    _, info = env.reset()
+                    state, info = env.reset()
             seconds = time.perf_counter() - start
             env.close()
     finally:
@@ -78,6 +83,7 @@ def main() -> None:
         "seconds": round(seconds, 1),
         "games": args.games,
         "errors": errors[:20],
+        "failures": failures[:20],
     }
     print(json.dumps(result, indent=1))
     if args.out:
