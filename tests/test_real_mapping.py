@@ -8,13 +8,9 @@ import pytest
 
 from dreamgym_env.errors import ResponseFormatError
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
-from dreamgym_env.real.mapping import (
-    LLMStateExtractor,
-    axtree_to_state,
-    clean_game_text,
-    parse_webshop_text,
-    webshop_page_to_state,
-)
+from dreamgym_env.real.axtree import axtree_to_state
+from dreamgym_env.real.extractor import LLMStateExtractor
+from dreamgym_env.real.mapping import clean_game_text, parse_webshop_text, webshop_page_to_state
 
 INSTR = "i need a deodorant for sensitive skin, and price lower than 40.00 dollars"
 RESULTS = (

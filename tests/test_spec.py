@@ -11,16 +11,10 @@ from gymnasium.utils.env_checker import check_env
 import dreamgym_env
 from dreamgym_env import ScriptedBackend
 from dreamgym_env.domains import BUILTIN_DOMAINS, available_domains, get_domain
-from dreamgym_env.domains.spec import (
-    DomainSpec,
-    SpecDomain,
-    SpecTrajectoryRetriever,
-    compile_template,
-    load_spec,
-    load_trajectories,
-    register_domain,
-)
+from dreamgym_env.domains.spec import DomainSpec, SpecDomain, load_spec, register_domain
 from dreamgym_env.domains.spec_cli import add_domain_commands, starter_spec
+from dreamgym_env.domains.spec_grammar import compile_template
+from dreamgym_env.domains.spec_retrieval import SpecTrajectoryRetriever, load_trajectories
 from dreamgym_env.errors import DataFormatError, DependencyNotInstalled, DomainError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "custom_domain" / "support_desk.yaml"
@@ -515,7 +509,7 @@ def test_binary_bytes_that_decode_are_refused_as_not_text(tmp_path):
 
 
 def test_an_oversized_spec_file_is_refused_before_it_is_parsed(tmp_path):
-    from dreamgym_env.domains.spec import MAX_SPEC_BYTES
+    from dreamgym_env.domains.spec_files import MAX_SPEC_BYTES
 
     path = tmp_path / "huge.yaml"
     path.write_text("rules:\n" + "  - keep it consistent\n" * (MAX_SPEC_BYTES // 20))

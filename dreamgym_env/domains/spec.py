@@ -16,7 +16,7 @@ Validation errors name the field, what was given and what is accepted, one line 
 This module holds the spec's fields, the domain built from them and registration; the action
 grammar is in :mod:`~dreamgym_env.domains.spec_grammar`, reading files safely in
 :mod:`~dreamgym_env.domains.spec_files` and the offline trajectories in
-:mod:`~dreamgym_env.domains.spec_retrieval` (all re-exported here).
+:mod:`~dreamgym_env.domains.spec_retrieval`.
 """
 
 from __future__ import annotations
@@ -35,30 +35,21 @@ from pydantic_core import ErrorDetails
 
 from dreamgym_env.domains import BUILTIN_DOMAINS
 from dreamgym_env.domains.base import Domain, InitialState
-from dreamgym_env.domains.spec_files import MAX_SPEC_BYTES, MAX_SPEC_VALUES, read_spec_file
-from dreamgym_env.domains.spec_grammar import ActionGrammar, compile_template
+from dreamgym_env.domains.spec_files import MAX_SPEC_BYTES, read_spec_file
+from dreamgym_env.domains.spec_grammar import ActionGrammar
 from dreamgym_env.domains.spec_retrieval import (
     SpecTrajectoryRetriever,
-    build_retriever,
     existing_trajectories,
-    load_trajectories,
 )
 from dreamgym_env.errors import DomainError
 from dreamgym_env.types import Task
 
 __all__ = [
-    "MAX_SPEC_BYTES",
-    "MAX_SPEC_VALUES",
-    "ActionGrammar",
     "DomainSpec",
     "SpecDomain",
     "SpecTask",
-    "SpecTrajectoryRetriever",
-    "build_retriever",
-    "compile_template",
     "format_validation_error",
     "load_spec",
-    "load_trajectories",
     "register_domain",
 ]
 

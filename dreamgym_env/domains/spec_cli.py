@@ -132,7 +132,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from dreamgym_env.domains.spec import SpecDomain, load_spec, load_trajectories
+    from dreamgym_env.domains.spec import SpecDomain, load_spec
+    from dreamgym_env.domains.spec_retrieval import load_trajectories
 
     try:
         spec = load_spec(args.spec)

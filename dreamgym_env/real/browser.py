@@ -89,7 +89,7 @@ class BrowserOptions(BaseModel):
         headless: Run Chromium without a window.
         visible_only: List only elements at least half visible on the page.
         state_mapper: BrowserGym observation dict -> state text, instead of the rule-based listing
-            (e.g. an :class:`~dreamgym_env.real.mapping.LLMStateExtractor`).
+            (e.g. an :class:`~dreamgym_env.real.extractor.LLMStateExtractor`).
         browser_kwargs: More arguments of BrowserGym's ``BrowserEnv``: ``timeout`` (Playwright's, in
             ms), ``viewport``, ``slow_mo``, ``locale``, ``pw_context_kwargs``... The ones the
             wrapper sets itself (the task, ``headless``, ``pw_chromium_kwargs``) are refused here.

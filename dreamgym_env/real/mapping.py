@@ -3,12 +3,11 @@
 DreamGym's experience model works in an abstract textual state space (clean element listings, not raw
 HTML); a policy moves from simulator to real environment unchanged only if the real observations are
 mapped into the same space. These functions do it by rules, one per engine format, and
-:class:`LLMStateExtractor` does it with an extraction prompt (as the paper does) for formats the rules
-do not cover. Everything here is pure text processing: no engine needs to be installed to use or test it.
+:class:`~dreamgym_env.real.extractor.LLMStateExtractor` does it with an extraction prompt (as the paper
+does) for formats the rules do not cover. Everything here is pure text processing: no engine needs to be installed to use or test it.
 
 Text games and WebShop's text pages are mapped here; BrowserGym's accessibility tree in
-:mod:`~dreamgym_env.real.axtree` and the extraction prompt in :mod:`~dreamgym_env.real.extractor`
-(both re-exported here).
+:mod:`~dreamgym_env.real.axtree` and the extraction prompt in :mod:`~dreamgym_env.real.extractor`.
 """
 
 from __future__ import annotations
@@ -24,14 +23,9 @@ from dreamgym_env.domains.webshop import (
     render_search_page,
     render_sub_page,
 )
-from dreamgym_env.real.axtree import AXTREE_SKIPPED_ROLES, axtree_to_state
-from dreamgym_env.real.extractor import LLMStateExtractor
 
 __all__ = [
-    "AXTREE_SKIPPED_ROLES",
-    "LLMStateExtractor",
     "WebShopPage",
-    "axtree_to_state",
     "clean_game_text",
     "parse_webshop_text",
     "webshop_page_to_state",

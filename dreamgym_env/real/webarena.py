@@ -6,7 +6,7 @@ WebArena domain already uses it: ``click('12')``, ``fill('5', 'text')``...) and 
 accessibility-tree observation to the abstract page: tab lines, the URL, then BrowserGym's own
 ``flatten_axtree_to_str`` listing (``[bid] role 'name'``, what AgentLab logs;
 :func:`~dreamgym_env.real.axtree.axtree_to_state`), or through any ``state_mapper`` such as an
-:class:`~dreamgym_env.real.mapping.LLMStateExtractor`. :class:`BrowserGymEnvBase` is the part every
+:class:`~dreamgym_env.real.extractor.LLMStateExtractor`. :class:`BrowserGymEnvBase` is the part every
 BrowserGym wrapper shares (MiniWoB's is :mod:`dreamgym_env.real.miniwob`).
 """
 
