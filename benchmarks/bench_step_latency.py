@@ -24,6 +24,7 @@ import time
 import gymnasium as gym
 
 import dreamgym_env  # noqa: F401 - registers the ids
+from dreamgym_env.experience.schema import pin_fixed_answers
 
 CAPS = dict(
     max_state_chars=300,
@@ -51,8 +52,6 @@ def main() -> None:
     )
     args = parser.parse_args()
     caps = dict(CAPS)
-    if args.fixed_answer_chars is not None:
-        caps["fixed_answer_chars"] = args.fixed_answer_chars
     with contextlib.ExitStack() as stack:
         startup = None
         if args.base_url:
@@ -63,6 +62,8 @@ def main() -> None:
             server = stack.enter_context(serve_smoke_model())
             base_url, model, startup = server.base_url, server.model, server.startup_seconds
         env = gym.make("DreamGym/ALFWorld-v0", base_url=base_url, model=model, **caps)
+        if args.fixed_answer_chars is not None:
+            pin_fixed_answers(env, args.fixed_answer_chars)
         obs, info = env.reset(seed=0)
         env.step("look")  # warm-up
         total, model_s, outside, retried, attempts = [], [], [], [], []

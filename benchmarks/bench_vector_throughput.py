@@ -3,7 +3,7 @@
 Two workloads, one server, seeded tasks and the action ``look`` everywhere:
 
 * **Fixed answers** (the comparison): every answer is the same text, pinned by the output schema
-  (``fixed_answer_chars``, enforced by vLLM's structured decoding), and never ends an episode, so every
+  (``pin_fixed_answers``, enforced by vLLM's structured decoding), and never ends an episode, so every
   contender sends the same requests and gets answers of the same token length. The table checks the
   tokens per transition that vLLM reports in ``usage``.
 * **Real answers** (second table): what the model says (sampled), with its own lengths and episode
@@ -51,7 +51,7 @@ from dreamgym_env.config import BackendConfig
 from dreamgym_env.experience.backends import Backend, Completion, CompletionRequest
 from dreamgym_env.experience.backends.openai_http import OpenAIBackend
 from dreamgym_env.experience.prompt import OUTPUT_INSTRUCTIONS
-from dreamgym_env.experience.schema import fixed_answer_schema
+from dreamgym_env.experience.schema import fixed_answer_schema, pin_fixed_answers
 from dreamgym_env.rollout import EpisodeJob, aplay_episodes
 
 ENV_ID = "DreamGym/ALFWorld-v0"
@@ -149,11 +149,17 @@ class Run:
 
 
 # -------------------------------------------------------------------------------------- contenders
+def pinned(envs: Any, fixed: int | None) -> Any:
+    """``envs`` with every answer pinned to ``fixed`` characters (:func:`pin_fixed_answers`), if given."""
+    if fixed is not None:
+        pin_fixed_answers(envs, fixed)
+    return envs
+
+
 def env_kwargs(server: Server, fixed: int | None, steps: int, **more: Any) -> dict[str, Any]:
     return dict(
         base_url=server.base_url,
         model=server.model,
-        fixed_answer_chars=fixed,
         max_steps=steps,  # no episode of the fixed workload ends before the last step
         **CAPS,
         **more,
@@ -163,7 +169,9 @@ def env_kwargs(server: Server, fixed: int | None, steps: int, **more: Any) -> di
 def native(server: Server, n: int, steps: int, fixed: int | None, *, keep: bool = False, **more: Any):
     """``steps`` lock-step vector steps of ``n`` sub-envs; also returns the counting backend."""
     counter = Counting(server.backend(fixed), keep=keep)
-    envs = gym.make_vec(ENV_ID, num_envs=n, backend=counter, **env_kwargs(server, fixed, steps, **more))
+    envs = pinned(
+        gym.make_vec(ENV_ID, num_envs=n, backend=counter, **env_kwargs(server, fixed, steps, **more)), fixed
+    )
     try:
         envs.reset(seed=0)
         start = time.perf_counter()
@@ -178,8 +186,11 @@ def native(server: Server, n: int, steps: int, fixed: int | None, *, keep: bool 
 
 def sync_vector(server: Server, n: int, steps: int, fixed: int | None) -> Run:
     counter = Counting(server.backend(fixed))
-    envs = gym.make_vec(
-        ENV_ID, num_envs=n, vectorization_mode="sync", backend=counter, **env_kwargs(server, fixed, steps)
+    envs = pinned(
+        gym.make_vec(
+            ENV_ID, num_envs=n, vectorization_mode="sync", backend=counter, **env_kwargs(server, fixed, steps)
+        ),
+        fixed,
     )
     try:
         envs.reset(seed=0)
@@ -197,12 +208,15 @@ def async_runner(server: Server, n: int, steps: int, fixed: int | None) -> Run:
 
     async def play() -> Run:
         counter = Counting(server.backend(fixed))
-        envs = gym.make_vec(
-            ENV_ID,
-            num_envs=n,
-            backend=counter,
-            autoreset_mode=gym.vector.AutoresetMode.DISABLED,
-            **env_kwargs(server, fixed, steps),
+        envs = pinned(
+            gym.make_vec(
+                ENV_ID,
+                num_envs=n,
+                backend=counter,
+                autoreset_mode=gym.vector.AutoresetMode.DISABLED,
+                **env_kwargs(server, fixed, steps),
+            ),
+            fixed,
         ).unwrapped
 
         async def policy(k: int, obs: str, info: dict[str, Any]) -> str:
@@ -346,12 +360,15 @@ def autoreset_table(server: Server, n: int, args: argparse.Namespace) -> None:
     def mode(m: str) -> Callable[[], Run]:
         def run() -> Run:
             counter = Counting(server.backend(args.answer_chars))
-            envs = gym.make_vec(
-                ENV_ID,
-                num_envs=n,
-                backend=counter,
-                autoreset_mode=m,
-                **env_kwargs(server, args.answer_chars, length),
+            envs = pinned(
+                gym.make_vec(
+                    ENV_ID,
+                    num_envs=n,
+                    backend=counter,
+                    autoreset_mode=m,
+                    **env_kwargs(server, args.answer_chars, length),
+                ),
+                args.answer_chars,
             )
             try:
                 for i, env in enumerate(envs.unwrapped.envs):

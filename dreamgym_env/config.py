@@ -301,13 +301,6 @@ class EnvConfig(BaseModel):
             "counts as unparsable)."
         ),
     )
-    fixed_answer_chars: int | None = Field(
-        None,
-        ge=2,
-        description="Throughput measurements only: pin every answer to one fixed text of this many "
-        "characters, never done (experience.schema.fixed_answer_schema, enforced by structured "
-        "decoding), so each request costs the same and no episode ends before max_steps.",
-    )
     replay_real: bool = Field(
         True,
         description="In a deterministic domain (Domain.deterministic), answer a step with a real "

@@ -6,8 +6,7 @@ import jsonschema
 import pytest
 
 from dreamgym_env import DreamGymEnv, ScriptedBackend
-from dreamgym_env.errors import ConfigError
-from dreamgym_env.experience.schema import fixed_answer, fixed_answer_schema
+from dreamgym_env.experience.schema import fixed_answer, fixed_answer_schema, pin_fixed_answers
 from tests._toy import ToyDomain
 
 
@@ -29,16 +28,19 @@ def test_the_schema_admits_the_fixed_answer_and_nothing_else():
 
 def test_an_env_with_fixed_answers_sends_the_schema_and_runs_to_its_step_limit():
     backend = ScriptedBackend(lambda request: fixed_answer(16))
-    env = DreamGymEnv(ToyDomain(), backend=backend, fixed_answer_chars=16, max_steps=3)
+    env = DreamGymEnv(ToyDomain(), backend=backend, max_steps=3)
+    pin_fixed_answers(env, 16)
     env.reset(seed=0)
     ends = [env.step("stop")[2:4] for _ in range(3)]  # "stop" would end a scripted episode at once
     assert ends == [(False, False), (False, False), (False, True)]
     assert all(r.json_schema == fixed_answer_schema(16) for r in backend.requests)
 
 
-def test_fixed_answer_chars_is_checked():
-    with pytest.raises(ConfigError, match="fixed_answer_chars"):
-        DreamGymEnv(ToyDomain(), backend="scripted", fixed_answer_chars=1)
+def test_pinning_checks_its_length_and_its_target():
+    with pytest.raises(ValueError, match="at least 2"):
+        pin_fixed_answers(DreamGymEnv(ToyDomain(), backend="scripted"), 1)
+    with pytest.raises(ValueError, match="no experience model"):
+        pin_fixed_answers(object(), 8)
 
 
 @pytest.mark.integration
@@ -53,11 +55,11 @@ def test_vllm_gives_every_fixed_answer_the_same_tokens_and_never_ends_an_episode
         num_envs=4,
         base_url=vllm_server.base_url,
         model=vllm_server.model,
-        fixed_answer_chars=24,
         max_steps=3,
         temperature=0.0,
         parse_retries=0,
     )
+    pin_fixed_answers(envs, 24)
     envs.reset(seed=0)
     tokens, ends = [], []
     for _ in range(3):

@@ -16,7 +16,7 @@ from dreamgym_env.domains.base import Domain
 from dreamgym_env.errors import InvalidResponseError, PromptTooLongError, ResponseFormatError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest, TransitionQuery
 from dreamgym_env.experience.prompt import build_messages
-from dreamgym_env.experience.schema import ExperienceOutput, fixed_answer_schema, output_json_schema
+from dreamgym_env.experience.schema import ExperienceOutput, output_json_schema
 from dreamgym_env.spaces import CONTROL_CHARACTERS
 from dreamgym_env.types import Step, Task, Transition
 
@@ -81,8 +81,6 @@ class ExperienceModel:
             max_actions=0 if domain.lists_actions else config.max_admissible_actions,
             max_action_chars=config.max_action_chars if caps else None,
         )
-        if config.fixed_answer_chars is not None:  # a benchmark's constant workload
-            self.json_schema = fixed_answer_schema(config.fixed_answer_chars)
 
     def build_request(
         self,

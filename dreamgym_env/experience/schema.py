@@ -16,6 +16,7 @@ __all__ = [
     "ExperienceOutput",
     "fixed_answer",
     "fixed_answer_schema",
+    "pin_fixed_answers",
     "output_json_schema",
 ]
 
@@ -100,3 +101,23 @@ def fixed_answer_schema(chars: int) -> dict[str, Any]:
             prop.pop(key, None)
         prop["const"] = answer[name]
     return schema
+
+
+def pin_fixed_answers(env: Any, chars: int) -> None:
+    """Make every request of ``env`` (an env, a wrapped env or a DreamGym vector env) ask for :func:`fixed_answer`.
+
+    For throughput measurements only: each sub-env's experience model sends
+    :func:`fixed_answer_schema` instead of the domain's schema, so under structured decoding every
+    request costs the same and no episode ends before its step limit.
+
+    Raises:
+        ValueError: ``chars`` below 2, or ``env`` holds no experience model.
+    """
+    schema = fixed_answer_schema(chars)
+    base = getattr(env, "unwrapped", env)
+    subs = [getattr(e, "unwrapped", e) for e in getattr(base, "envs", [base])]
+    models = [e.model for e in subs if hasattr(e, "model")]
+    if not models:
+        raise ValueError(f"{type(base).__name__} has no experience model to pin the answers of.")
+    for model in models:
+        model.json_schema = schema
