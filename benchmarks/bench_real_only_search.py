@@ -27,7 +27,7 @@ from typing import Any
 import dreamgym_env  # noqa: F401 - registers the ids
 from dreamgym_env.training.ppo import PPOSettings, train_and_evaluate
 
-SPLITS = ("train_games", "held_out_games")
+SPLITS = {"train": "train_games", "heldout": "held_out_games"}  # table key -> result.json prefix
 
 
 def settings_for(
@@ -100,19 +100,17 @@ def main() -> None:
             "seeds": seeds,
             "train_seconds": spread([r["train_seconds"] for r in results]),
         }
-        for split in SPLITS:
+        for split, prefix in SPLITS.items():
             row[split] = {
-                policy: spread([r[f"{split}_{policy}"] for r in results]) for policy in ("random", "trained")
+                policy: spread([r[f"{prefix}_{policy}"] for r in results]) for policy in ("random", "trained")
             }
-        row["heldout_ratio"] = row["held_out_games"]["trained"]["mean"] / max(
-            row["held_out_games"]["random"]["mean"], 1e-9
-        )
+        row["heldout_ratio"] = row["heldout"]["trained"]["mean"] / max(row["heldout"]["random"]["mean"], 1e-9)
         rows.append(row)
         print(
             f"level {level}, {games} games, B={timesteps}: held-out trained "
-            f"{row['held_out_games']['trained']['mean']:.2f} ± {row['held_out_games']['trained']['std']:.2f}, "
-            f"random {row['held_out_games']['random']['mean']:.2f}, ratio {row['heldout_ratio']:.2f}; "
-            f"training games {row['train_games']['trained']['mean']:.2f}",
+            f"{row['heldout']['trained']['mean']:.2f} ± {row['heldout']['trained']['std']:.2f}, "
+            f"random {row['heldout']['random']['mean']:.2f}, ratio {row['heldout_ratio']:.2f}; "
+            f"training games {row['train']['trained']['mean']:.2f}",
             flush=True,
         )
     recipe = {
