@@ -203,3 +203,29 @@ def test_a_single_env_step_returns_though_the_outcome_write_fails(monkeypatch):
     env.reset(seed=1)
     env.step("click[Buy Now]")
     assert sum(len(v) for v in sampler.pool.recent_outcomes(8).values()) == 2
+
+
+def test_a_sampler_without_a_batch_write_hears_each_outcome_once_even_after_a_failure():
+    """The one-at-a-time path: a failure part-way keeps only the outcomes not yet taken."""
+    from dreamgym_env.tasks import OutcomeReporter
+
+    class Flaky:
+        def __init__(self):
+            self.heard, self.calls = [], 0
+
+        def sample(self, rng):
+            return SEEDS[0]
+
+        def record_outcome(self, task, reward, success):
+            self.calls += 1
+            if self.calls == 2:
+                raise StoreError("down for a moment")
+            self.heard.append((task.task_id, reward, success))
+
+    sampler = Flaky()
+    reporter = OutcomeReporter(sampler)
+    for i, task in enumerate(SEEDS[:3]):
+        reporter.add(task, float(i), bool(i))
+    assert reporter.flush() is False and len(reporter.pending) == 2
+    assert reporter.flush() is True and reporter.pending == []
+    assert sampler.heard == [(t.task_id, float(i), bool(i)) for i, t in enumerate(SEEDS[:3])]
