@@ -45,3 +45,18 @@ def test_suite_builds_reproducibly_with_disjoint_splits(tmp_path):
     assert suite.split_of(suite.heldout[0].path) == "heldout"
     other = build_suite(tmp_path / "b", train_games=2, heldout_games=1, seed=5, workers=1)
     assert [g.recipe for g in other.games] == [g.recipe for g in suite.games]
+
+
+@pytest.mark.real
+def test_a_suite_of_one_family(tmp_path):
+    pytest.importorskip("textworld")
+    suite = build_suite(
+        tmp_path,
+        train_games=2,
+        heldout_games=1,
+        seed=7,
+        workers=1,
+        recipe=("tw-coin_collector", {"level": 2}),
+    )
+    assert [g.recipe for g in suite.games] == ["tw-coin_collector L2"] * 3
+    assert load_suite(tmp_path).games == suite.games

@@ -38,6 +38,10 @@ HELDOUT_SEED_OFFSET = 1_000_000
 """Held-out game ``i`` uses seed ``seed + HELDOUT_SEED_OFFSET + i``; training game ``i`` uses ``seed + i``."""
 
 Split = Literal["train", "heldout"]
+Recipe = tuple[str, dict[str, Any]]
+"""A generator and its settings: ``("tw-coin_collector", {"level": 3})``."""
+Job = tuple[Split, int, int, Recipe | None]
+"""One game to make: its split, index, seed and recipe (``None``: the seed's own, :func:`recipe_for`)."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,7 @@ class GameSuite:
         return None
 
 
-def recipe_for(seed: int) -> tuple[str, dict[str, Any]]:
+def recipe_for(seed: int) -> Recipe:
     """The generator and settings of the game with this seed (a pure function of the seed)."""
     rng = random.Random(seed)
     kind = rng.choices(["custom", "tw-treasure_hunter", "tw-coin_collector", "tw-simple"], [4, 3, 2, 1])[0]
@@ -118,6 +122,7 @@ def build_suite(
     heldout_games: int = 40,
     seed: int = 0,
     workers: int = 2,
+    recipe: Recipe | None = None,
 ) -> GameSuite:
     """Generate the suite's games into ``out_dir`` (reusing files already there) and write ``suite.json``.
 
@@ -127,13 +132,15 @@ def build_suite(
         heldout_games: Games kept out of every training set.
         seed: First seed of each split's range.
         workers: Processes generating games (TextWorld takes 1-3 s a game).
+        recipe: One generator and settings for every game (``("tw-coin_collector", {"level": 3})``), a
+            family to measure on; by default each seed draws its own (:func:`recipe_for`).
     """
     if train_games < 1 or heldout_games < 0:
         raise ConfigError(f"need train_games >= 1 and heldout_games >= 0, got {train_games}, {heldout_games}")
     root = Path(out_dir)
     root.mkdir(parents=True, exist_ok=True)
-    jobs: list[tuple[Split, int, int]] = [("train", i, seed + i) for i in range(train_games)]
-    jobs += [("heldout", i, seed + HELDOUT_SEED_OFFSET + i) for i in range(heldout_games)]
+    jobs: list[Job] = [("train", i, seed + i, recipe) for i in range(train_games)]
+    jobs += [("heldout", i, seed + HELDOUT_SEED_OFFSET + i, recipe) for i in range(heldout_games)]
     with ProcessPoolExecutor(max(1, workers)) as pool:
         entries = list(pool.map(_make_one, [str(root)] * len(jobs), jobs, chunksize=4))
     suite = GameSuite(
@@ -174,10 +181,10 @@ _ATTEMPTS = 10
 _RETRY_SEED_STRIDE = 10_000_000
 
 
-def _make_one(root: str, job: tuple[Split, int, int]) -> GameEntry:
+def _make_one(root: str, job: Job) -> GameEntry:
     """Generate one game; a seed whose map cannot hold the quest is retried with a derived seed."""
-    split, index, game_seed = job
-    challenge, settings = recipe_for(game_seed)
+    split, index, game_seed, recipe = job
+    challenge, settings = recipe if recipe is not None else recipe_for(game_seed)
     folder = Path(root) / split
     error: Exception | None = None
     for attempt in range(_ATTEMPTS):
