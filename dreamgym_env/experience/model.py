@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -172,11 +172,12 @@ class ExperienceModel:
     ) -> Prediction:
         """:meth:`apredict`, appending each completion to ``received`` as it arrives."""
         start = time.perf_counter()
-        known: tuple[tuple[AnsweredBy, ExperienceOutput | None], ...] = (
-            ("rule", self._ruled(task, history, state, action)),
-            ("replay", self._replayed(task, demonstrations, state, action)),
+        known: tuple[tuple[AnsweredBy, Callable[[], ExperienceOutput | None]], ...] = (
+            ("rule", lambda: self._ruled(task, history, state, action)),
+            ("replay", lambda: self._replayed(task, demonstrations, state, action)),
         )
-        for answered_by, answer in known:
+        for answered_by, answer_of in known:  # the first that answers; the rest are not looked up
+            answer = answer_of()
             if answer is None:
                 continue
             output, _ = self._complete(answer, task, history, state, action)
