@@ -55,6 +55,8 @@ from typing import Any
 
 import numpy as np
 
+from dreamgym_env.experience.memo import StepMemo
+
 ROOT = Path(__file__).resolve().parents[1]
 
 ARMS = ("random", "real-only", "real-10%", "sim-only", "s2r")
@@ -111,6 +113,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-tokens", type=int, default=512, help="answer budget of a simulated step")
     p.add_argument("--history-window", type=int, default=None)
     p.add_argument("--top-k", type=int, default=None)
+    p.add_argument(
+        "--memo",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="answer a repeated simulated step from the memo (dreamgym_env.experience.memo), seeded with "
+        "the offline data; --no-memo asks the model for every step the rules do not answer",
+    )
     p.add_argument("--out", default="runs/bench_sim_to_real/table.md")
     args = p.parse_args(argv)
     arms = [a.strip() for a in args.arms.split(",") if a.strip() and a.strip() != "none"]
@@ -146,7 +155,16 @@ def config_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
         config.update(
             {
                 k: getattr(args, k)
-                for k in ("backend", "base_url", "model", "model_dir", "buffer", "history_window", "top_k")
+                for k in (
+                    "backend",
+                    "base_url",
+                    "model",
+                    "model_dir",
+                    "buffer",
+                    "history_window",
+                    "top_k",
+                    "memo",
+                )
             }
         )
     return config
@@ -223,6 +241,7 @@ class Runner:
         self.offline: dict[str, int] = {}
         self._retriever: Any = None
         self._sim_kwargs: dict[str, Any] | None = None
+        self.memo: StepMemo | None = None
         real0 = ppo_args(args, REAL_ID, 0, 0)
         self.real_kwargs = self.tp.env_kwargs(real0, self.train_paths)
         self.eval_envs = {
@@ -248,6 +267,15 @@ class Runner:
                 kwargs["retriever"] = self._retriever
             else:
                 self.offline = {"offline_transitions": 0, "heldout_transitions_excluded": 0}
+            if a.memo:
+                # One memo for every sim phase and seed: the simulated world is one function of
+                # (game, state, action), asked once. Its real part is the offline data itself.
+                self.memo = StepMemo()
+                if self._retriever is not None:
+                    self.memo.add_real(self._retriever.iter_transitions())
+                kwargs["step_memo"] = self.memo
+            else:
+                kwargs["memo_size"] = 0
             self._sim_kwargs = kwargs
         return self._sim_kwargs
 
@@ -263,6 +291,7 @@ class Runner:
         pa = ppo_args(self.args, env_id, seed, timesteps)
         kwargs = self.real_kwargs if env_id == REAL_ID else self.sim_kwargs()
         vec_env = self.tp.make_train_envs(pa, kwargs)
+        memo0 = self.memo.stats() if self.memo is not None and env_id != REAL_ID else None
         try:
             if model is None:
                 model = self.tp.build_model(pa, vec_env)
@@ -282,7 +311,12 @@ class Runner:
             f"{updates} PPO updates, {seconds:.0f} s ({steps / max(seconds, 1e-9):.0f} steps/s)",
             flush=True,
         )
-        return model, {"steps": steps, "updates": updates, "seconds": round(seconds, 2)}
+        phase = {"steps": steps, "updates": updates, "seconds": round(seconds, 2)}
+        if memo0 is not None and self.memo is not None:  # how the phase's simulated steps were answered
+            now = self.memo.stats()
+            phase["memo"] = {k: now[k] - memo0[k] for k in ("real_hits", "hits", "shared", "model_answers")}
+            print(f"  [{label} seed {seed}] memo: {phase['memo']}", flush=True)
+        return model, phase
 
     def evaluate(self, model: Any, seed: int) -> dict[str, float]:
         """Success rates in the real training and held-out games (episode seeds no training run uses)."""
@@ -335,10 +369,18 @@ class Runner:
         if "sim-only" in arms or "s2r" in arms:
             model, sim = self._phase(None, SIM_ID, seed, a.total_timesteps, "sim")
             if "sim-only" in arms:
-                record("sim-only", model, None, sim, **self.offline)
+                record("sim-only", model, None, sim, **self.offline, memo=sim.get("memo"))
             if "s2r" in arms:
                 model, real = self._phase(model, REAL_ID, seed, self.real_budget, "s2r real")
-                record("s2r", model, real, sim, sim_phase_shared="sim-only" in arms, **self.offline)
+                record(
+                    "s2r",
+                    model,
+                    real,
+                    sim,
+                    sim_phase_shared="sim-only" in arms,
+                    **self.offline,
+                    memo=sim.get("memo"),
+                )
         return out
 
 

@@ -307,6 +307,13 @@ class EnvConfig(BaseModel):
         "transition among its demonstrations that has the same task, state and action, without a request: "
         "the world is known to do that. False always asks the model.",
     )
+    memo_size: int = Field(
+        65_536,
+        ge=0,
+        description="In a deterministic domain, how many answered steps the envs of one run remember, "
+        "so a repeat of a step (same task, shown history, state and action) sends no request "
+        "(dreamgym_env.experience.memo). 0 asks the model every time.",
+    )
     parse_retries: int = Field(2, ge=0, description="New requests after an unparsable answer.")
     retry_temperature: float | None = Field(
         0.7,

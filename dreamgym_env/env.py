@@ -14,6 +14,7 @@ from dreamgym_env.config import EnvConfig, merge_overrides
 from dreamgym_env.domains import Domain
 from dreamgym_env.episode import EpisodeEnv, EpisodeStart, WorldStep, render_episode
 from dreamgym_env.experience.backends import Backend, make_backend
+from dreamgym_env.experience.memo import StepMemo
 from dreamgym_env.experience.model import ExperienceModel, Prediction
 from dreamgym_env.retrieval import RetrievalQuery, Retriever
 from dreamgym_env.tasks import OutcomeReporter, TaskSampler, as_task_sampler, resolve_task
@@ -60,7 +61,7 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
     ``is_success``, which stable-baselines3's ``Monitor`` reads), ``reasoning``, ``simulated`` (True),
     ``source`` ("sim"), ``last_action_error``, and after model calls ``usage`` (token counts),
     ``timing`` (model and client-side seconds), ``attempts`` and ``answered_by`` (``"model"``, or
-    ``"rule"``/``"replay"`` for a step answered without a request). :attr:`last_transition` is the
+    ``"rule"``/``"replay"``/``"memo"`` for a step answered without a request). :attr:`last_transition` is the
     step's stored form.
 
     ## Arguments
@@ -69,7 +70,10 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
     :class:`Backend` or its name. ``config``: :class:`EnvConfig`. Any config field may also be given
     as a keyword (``base_url``, ``model``, ``top_k``, ``temperature``...). ``outcome_reporter``: the
     :class:`~dreamgym_env.tasks.OutcomeReporter` that tells the sampler how episodes ended (a vector
-    env shares one among its sub-envs, to send a step's outcomes in one write).
+    env shares one among its sub-envs, to send a step's outcomes in one write). ``step_memo``: the
+    :class:`~dreamgym_env.experience.memo.StepMemo` of a deterministic domain's known steps, to share
+    among envs or seed with real transitions (``add_real``); by default each env keeps its own of
+    ``memo_size`` answers, and a vector env shares one among its sub-envs.
 
     ## Experience Model
     One structured-output request per transition; unparsable answers are retried ``parse_retries``
@@ -97,6 +101,7 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
         config: EnvConfig | None = None,
         render_mode: str | None = None,
         outcome_reporter: OutcomeReporter | None = None,
+        step_memo: StepMemo | None = None,
         **overrides: Any,
     ) -> None:
         if isinstance(backend, str):
@@ -113,7 +118,8 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
         self.config = config
         self._owns_backend = backend is None
         self.backend = backend if backend is not None else make_backend(self.config.backend)
-        self.model = ExperienceModel(self.domain, self.backend, self.config)
+        self.step_memo = step_memo if step_memo is not None else make_step_memo(self.domain, self.config)
+        self.model = ExperienceModel(self.domain, self.backend, self.config, self.step_memo)
         self.retriever = retriever
         self.task_sampler = as_task_sampler(tasks if tasks is not None else self.domain.seed_tasks())
         self.outcome_reporter = (
@@ -212,6 +218,11 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
         return self.retriever.retrieve(
             query.state, query.action, query.k, domain=query.domain, exclude_episode=query.exclude_episode
         )
+
+
+def make_step_memo(domain: Domain, config: EnvConfig) -> StepMemo | None:
+    """A memo of ``config.memo_size`` steps for a deterministic domain; ``None`` for any other, or size 0."""
+    return StepMemo(config.memo_size) if domain.deterministic and config.memo_size else None
 
 
 def _timing_info(prediction: Prediction, retrieve_s: float, total_s: float) -> dict[str, Any]:

@@ -20,10 +20,11 @@ from dreamgym_env._event_loop import gather_all_or_none, run_sync
 from dreamgym_env._secrets import SpecWithoutSecrets
 from dreamgym_env.config import EnvConfig, merge_overrides
 from dreamgym_env.domains import Domain, get_domain
-from dreamgym_env.env import DreamGymEnv
+from dreamgym_env.env import DreamGymEnv, make_step_memo
 from dreamgym_env.episode import PendingStep
 from dreamgym_env.errors import ConfigError, DreamGymError
 from dreamgym_env.experience.backends import Backend, make_backend
+from dreamgym_env.experience.memo import StepMemo
 from dreamgym_env.retrieval import BatchRetriever, RetrievalQuery, Retriever
 from dreamgym_env.tasks import OutcomeReporter, TaskSampler, as_task_sampler
 from dreamgym_env.types import Task, Transition
@@ -110,6 +111,8 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         max_episode_steps: Gymnasium's step limit, which ``gymnasium.make_vec`` passes on (the id's
             registered limit unless given). Each sub-env truncates at the smaller of it and
             ``max_steps``; ``None`` or ``-1`` leaves ``max_steps`` alone.
+        step_memo: The known steps every sub-env shares (a deterministic domain's; by default a new
+            one of ``memo_size`` answers), so one sub-env's answer serves all.
         tasks, retriever, backend, config, **overrides: as for :class:`DreamGymEnv`; one backend
             (one connection pool, one concurrency bound) serves every sub-env. A step's transitions
             are stored all or nothing, so a retriever that stores them (``store_transitions="all"``,
@@ -136,6 +139,7 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         config: EnvConfig | None = None,
         render_mode: str | None = None,
         max_episode_steps: int | None = None,
+        step_memo: StepMemo | None = None,
         **overrides: Any,
     ) -> None:
         for name, count in (("num_envs", num_envs), ("group_size", group_size)):
@@ -178,6 +182,7 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         self._batch = (
             _StepBatch(retriever) if retriever is not None and _stores_in_batches(retriever) else None
         )
+        self.step_memo = step_memo if step_memo is not None else make_step_memo(domain, cfg)
         self.envs = [
             DreamGymEnv(
                 domain,
@@ -187,6 +192,7 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
                 config=cfg,
                 render_mode=render_mode,
                 outcome_reporter=self.outcome_reporter,
+                step_memo=self.step_memo,
             )
             for _ in range(num_envs)
         ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -15,6 +15,7 @@ from dreamgym_env.config import EnvConfig
 from dreamgym_env.domains.base import Domain
 from dreamgym_env.errors import InvalidResponseError, PromptTooLongError, ResponseFormatError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest, TransitionQuery
+from dreamgym_env.experience.memo import StepMemo, memo_key
 from dreamgym_env.experience.prompt import build_messages
 from dreamgym_env.experience.schema import ExperienceOutput, output_json_schema
 from dreamgym_env.spaces import CONTROL_CHARACTERS
@@ -25,8 +26,9 @@ __all__ = ["ExperienceModel", "Prediction"]
 logger = logging.getLogger(__name__)
 
 
-AnsweredBy = Literal["model", "rule", "replay"]
-"""Who answered a step: the model, the domain's rules, or a recorded real transition."""
+AnsweredBy = Literal["model", "rule", "replay", "memo"]
+"""Who answered a step: the model, the domain's rules, a recorded real transition, or the model's
+earlier answer to the same step (:class:`~dreamgym_env.experience.memo.StepMemo`)."""
 
 
 @dataclass
@@ -47,7 +49,9 @@ class Prediction:
             :meth:`Backend.discard` if the step is given up.
         answered_by: ``"model"``; ``"rule"`` for a step the domain's rules fix
             (:meth:`Domain.rule_state`); ``"replay"`` for a step a stored real transition answers
-            (:attr:`EnvConfig.replay_real`). Neither of the last two sends a request.
+            (:attr:`EnvConfig.replay_real`, or one added to the memo); ``"memo"`` for a step the
+            model already answered (remembered, or an identical request in flight). None of the
+            last three sends a request.
     """
 
     output: ExperienceOutput | None
@@ -68,12 +72,18 @@ class ExperienceModel:
         domain: The simulated world.
         backend: Where requests go.
         config: Decoding caps, parse retries and the policy for unparsable answers.
+        memo: Known steps of a deterministic domain, shared by the envs of one run (see
+            :mod:`~dreamgym_env.experience.memo`); ``None`` asks the model every time a step is not
+            ruled or replayed. Ignored for a domain that is not deterministic.
     """
 
-    def __init__(self, domain: Domain, backend: Backend, config: EnvConfig) -> None:
+    def __init__(
+        self, domain: Domain, backend: Backend, config: EnvConfig, memo: StepMemo | None = None
+    ) -> None:
         self.domain = domain
         self.backend = backend
         self.config = config
+        self.memo = memo if domain.deterministic else None
         caps = config.caps_in_schema
         self.json_schema = output_json_schema(
             max_reasoning_chars=config.max_reasoning_chars if caps else None,
@@ -98,13 +108,11 @@ class ExperienceModel:
         ``episode_id`` routes every step of an episode to the same server (see
         :attr:`CompletionRequest.episode_id`); it is not part of the prompt.
         """
-        window = self.config.history_window
-        shown = list(history) if window is None else list(history)[len(history) - window :] if window else []
         return CompletionRequest(
             messages=build_messages(
                 self.domain,
                 task,
-                shown,
+                self._shown(history),
                 demonstrations,
                 state,
                 action,
@@ -172,8 +180,11 @@ class ExperienceModel:
     ) -> Prediction:
         """:meth:`apredict`, appending each completion to ``received`` as it arrives."""
         start = time.perf_counter()
+        memo = self.memo
+        key = memo_key(task, self._shown(history), state, action)
         known: tuple[tuple[AnsweredBy, Callable[[], ExperienceOutput | None]], ...] = (
             ("rule", lambda: self._ruled(task, history, state, action)),
+            ("replay", lambda: memo.real(task, state, action) if memo and self.config.replay_real else None),
             ("replay", lambda: self._replayed(task, demonstrations, state, action)),
         )
         for answered_by, answer_of in known:  # the first that answers; the rest are not looked up
@@ -182,9 +193,50 @@ class ExperienceModel:
                 continue
             output, _ = self._complete(answer, task, history, state, action)
             if output is not None:  # no request
+                if memo is not None and answered_by == "replay":
+                    memo.put(key, output)
                 return Prediction(
                     output, None, 0, None, parse_s=time.perf_counter() - start, answered_by=answered_by
                 )
+
+        def ask() -> Awaitable[Prediction]:
+            return self._ask(
+                received, task, history, demonstrations, state, action, admissible_actions, seed, episode_id
+            )
+
+        if memo is None:
+            return await ask()
+        remembered = memo.get(key)
+        if remembered is not None:  # completed and judged when it was stored
+            return Prediction(remembered, None, 0, None, answered_by="memo")
+        prediction, shared = await memo.share(key, ask)
+        if not shared:
+            if prediction.output is not None:
+                memo.put(key, prediction.output)
+            return prediction
+        if prediction.output is None:  # the identical request in flight got nothing usable: ask anew
+            return await ask()
+        return Prediction(prediction.output, None, 0, None, answered_by="memo")
+
+    def _shown(self, history: Sequence[Step]) -> list[Step]:
+        """The part of ``history`` the prompt shows (:attr:`EnvConfig.history_window`)."""
+        window = self.config.history_window
+        return list(history) if window is None else list(history)[len(history) - window :] if window else []
+
+    async def _ask(
+        self,
+        received: list[Completion],
+        task: Task,
+        history: Sequence[Step],
+        demonstrations: Sequence[Transition],
+        state: str,
+        action: str,
+        admissible_actions: Sequence[str],
+        seed: int | None,
+        episode_id: str | None,
+    ) -> Prediction:
+        """The model's answer to this step, asked again while it is unparsable (``parse_retries``)."""
+        start = time.perf_counter()
         request = self.build_request(
             task, history, demonstrations, state, action, admissible_actions, seed, episode_id
         )

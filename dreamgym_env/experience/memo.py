@@ -1,0 +1,178 @@
+"""Remembered steps of a deterministic world: a repeated step is answered without a request.
+
+RL training revisits the same few states of a game thousands of times (64 envs on 64 games, 10,000
+steps), and in a deterministic domain (:attr:`Domain.deterministic`) a step's outcome is a function of
+the task, the state and the action. So once a step is known, its repeats need no model call:
+
+* a recorded real transition (:meth:`StepMemo.add_real`) is what the world does; it answers the same
+  (task, state, action) whatever history led there, and is never dropped;
+* the model's accepted answer answers the same request again: keyed by the task, the history the
+  model is shown (``EnvConfig.history_window``), the state and the action. Under greedy decoding this
+  is what the model would answer anyway (up to the server's batching noise); under sampling it keeps
+  the simulated world consistent with itself. The least recently used of these are dropped past
+  ``max_size``.
+
+Concurrent asks for one step (sub-envs of a vector env on the same game) share one request: the first
+asks, the others wait for its answer (:meth:`StepMemo.share`). A memo never decides anything a
+simulated transition is judged by: :class:`~dreamgym_env.experience.model.ExperienceModel` stores the
+answer after the domain completed and judged it, and reports a reused answer as
+``answered_by="memo"`` (``"replay"`` for a real one), so a run says how many steps the model made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from dreamgym_env.errors import ConfigError
+from dreamgym_env.experience.schema import ExperienceOutput
+from dreamgym_env.types import Step, Task, Transition
+
+__all__ = ["MemoKey", "StepMemo"]
+
+MemoKey = tuple[str, str, tuple[tuple[str, str], ...], str, str]
+"""(task id, instruction, shown history as (state, action) pairs, state, action)."""
+
+T = TypeVar("T")
+
+
+def memo_key(task: Task, shown: Sequence[Step], state: str, action: str) -> MemoKey:
+    """The key of a step as the model is asked it (the history it is shown, not the whole episode)."""
+    return (task.task_id, task.instruction, tuple((s.state, s.action) for s in shown), state, action)
+
+
+class StepMemo:
+    """Known answers of a deterministic domain's steps, real ones first.
+
+    Args:
+        max_size: How many model answers to keep (least recently used dropped first); real
+            transitions added with :meth:`add_real` are kept besides, all of them.
+
+    Attributes:
+        real_hits: Steps answered by an added real transition.
+        hits: Steps answered by a remembered model answer.
+        shared: Steps that waited for an identical step's request in flight instead of sending their own.
+    """
+
+    def __init__(self, max_size: int = 65_536) -> None:
+        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
+            raise ConfigError(f"max_size must be a positive int, got {max_size!r}")
+        self.max_size = max_size
+        self.real_hits = 0
+        self.hits = 0
+        self.shared = 0
+        self._real: dict[tuple[str, str, str], ExperienceOutput] = {}
+        self._answers: OrderedDict[MemoKey, ExperienceOutput] = OrderedDict()
+        self._lock = threading.Lock()
+        self._inflight: dict[MemoKey, asyncio.Future[Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self._real) + len(self._answers)
+
+    def add_real(self, transitions: Iterable[Transition], max_actions: int | None = None) -> int:
+        """Remember recorded transitions (``real`` and ``offline``; simulated ones are skipped).
+
+        Returns how many were new. ``max_actions`` caps the admissible actions kept per answer, as
+        ``EnvConfig.max_admissible_actions`` caps a model's.
+        """
+        added = 0
+        with self._lock:
+            for t in transitions:
+                if t.source == "sim":
+                    continue
+                key = (t.task_id, t.state, t.action)
+                if key not in self._real:
+                    added += 1
+                self._real[key] = ExperienceOutput(
+                    reasoning="",
+                    next_state=t.next_state,
+                    admissible_actions=list(t.admissible_actions[:max_actions]),
+                    done=t.done,
+                    success=t.success,
+                )
+        return added
+
+    def real(self, task: Task, state: str, action: str) -> ExperienceOutput | None:
+        """The recorded outcome of this step, if one was added."""
+        found = self._real.get((task.task_id, state, action))
+        if found is not None:
+            self.real_hits += 1
+        return found
+
+    def get(self, key: MemoKey) -> ExperienceOutput | None:
+        """The remembered model answer of this step, if any (it becomes the most recently used)."""
+        with self._lock:
+            found = self._answers.get(key)
+            if found is not None:
+                self._answers.move_to_end(key)
+                self.hits += 1
+        return found
+
+    def put(self, key: MemoKey, output: ExperienceOutput) -> None:
+        """Remember an accepted answer, dropping the least recently used past ``max_size``."""
+        with self._lock:
+            self._answers[key] = output
+            self._answers.move_to_end(key)
+            while len(self._answers) > self.max_size:
+                self._answers.popitem(last=False)
+
+    async def share(self, key: MemoKey, ask: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
+        """``ask()``'s result, or that of an identical ask already in flight; and whether it was shared.
+
+        Only asks from the same event loop share. A follower whose leader failed asks itself: the
+        failure (a timeout, a cancelled step) belongs to the leader's step.
+        """
+        loop = asyncio.get_running_loop()
+        leader = self._inflight.get(key)
+        if leader is not None and leader.get_loop() is loop:
+            try:
+                result = await asyncio.shield(leader)
+            except asyncio.CancelledError:
+                if not leader.cancelled():
+                    raise  # this follower itself was cancelled
+            except Exception:  # noqa: S110 - the leader's failure is its own; ask below
+                pass
+            else:
+                self.shared += 1
+                return result, True
+        future: asyncio.Future[Any] = loop.create_future()
+        self._inflight[key] = future
+        try:
+            result = await ask()
+        except Exception as e:
+            future.set_exception(e)
+            future.exception()  # retrieved: a failure no follower awaited must not be logged as lost
+            raise
+        except BaseException:
+            future.cancel()
+            raise
+        else:
+            future.set_result(result)
+            return result, False
+        finally:
+            if self._inflight.get(key) is future:
+                del self._inflight[key]
+
+    def stats(self) -> dict[str, int]:
+        """What the memo holds and how often it answered."""
+        return {
+            "real_transitions": len(self._real),
+            "model_answers": len(self._answers),
+            "real_hits": self.real_hits,
+            "hits": self.hits,
+            "shared": self.shared,
+        }
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable (vector envs send envs to subprocesses): the lock and requests in flight stay behind."""
+        state = self.__dict__.copy()
+        del state["_lock"], state["_inflight"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._inflight = {}
