@@ -36,6 +36,7 @@ from dreamgym_env.real.textworld import play_noisy_expert, tasks_from_games  # n
 from dreamgym_env.real.textworld_suite import build_suite  # noqa: E402
 from dreamgym_env.rollout import unbatch_infos  # noqa: E402
 from dreamgym_env.serving.shipped import recommended_env_kwargs, serve_shipped_model  # noqa: E402
+from dreamgym_env.types import Transition  # noqa: E402
 
 
 def play_real(games: list[str], envs: int, steps: int, seed: int) -> tuple[int, float]:
@@ -60,14 +61,24 @@ def play_real(games: list[str], envs: int, steps: int, seed: int) -> tuple[int, 
 
 
 def play_sim(
-    games: list[str], envs: int, steps: int, seed: int, sim_kwargs: dict[str, Any]
+    games: list[str],
+    envs: int,
+    steps: int,
+    seed: int,
+    sim_kwargs: dict[str, Any],
+    offline: list[Transition] | None = None,
 ) -> tuple[int, float, Counter[str]]:
     """Steps taken, seconds spent and who answered each step, for a concurrent vector env of ``envs`` episodes.
 
-    Who answered: ``model`` (a request), ``rule`` (the domain's rules) or ``replay`` (a real
-    transition of the offline data), from ``info["answered_by"]``.
+    Who answered: ``model`` (a request), ``rule`` (the domain's rules), ``replay`` (a real
+    transition of the offline data) or ``memo`` (an answer the model already gave to the same step,
+    in this vector env), from ``info["answered_by"]``. Each call starts with a new memo, holding the
+    offline data only (``offline``), as a training run starts.
     """
     vec = gym.make_vec("DreamGym/TextWorld-v0", num_envs=envs, tasks=tasks_from_games(games), **sim_kwargs)
+    memo = vec.unwrapped.step_memo  # type: ignore[attr-defined]
+    if memo is not None and offline is not None:
+        memo.add_real(offline)
     rng = np.random.default_rng(seed)
     _, infos = vec.reset(seed=seed)
     answered: Counter[str] = Counter()
@@ -97,6 +108,11 @@ def main() -> None:
     parser.add_argument("--suite", default=None, help="Suite folder (default: a temporary one).")
     parser.add_argument("--base-url", help="A served shipped model (default: serve it here).")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--no-memo",
+        action="store_true",
+        help="Ask the model for every step the rules and retrieved demonstrations do not answer (memo_size=0).",
+    )
     parser.add_argument("--out", help="Write the result as JSON here.")
     parser.add_argument(
         "--server-arg", action="append", default=[], help="Extra vLLM server flag (repeatable)."
@@ -128,15 +144,17 @@ def main() -> None:
         "store_transitions": "none",
         "max_steps": args.steps + 1,
         "on_invalid_output": "fail_state",
+        **({"memo_size": 0} if args.no_memo else {}),
     }
     real_rates, sim_rates = [], []
     answered: Counter[str] = Counter()
     try:
+        offline = None if args.no_memo else list(buffer.iter_transitions())
         play_sim(games, args.envs, 1, args.seed, sim_kwargs)  # warm-up: compile, caches
         for repeat in range(args.repeats):
             seed = args.seed + 1000 * repeat
             r_steps, r_secs = play_real(games, args.envs, args.steps, seed)
-            s_steps, s_secs, who = play_sim(games, args.envs, args.steps, seed, sim_kwargs)
+            s_steps, s_secs, who = play_sim(games, args.envs, args.steps, seed, sim_kwargs, offline)
             answered += who
             real_rates.append(r_steps / r_secs)
             sim_rates.append(s_steps / s_secs)
@@ -163,6 +181,7 @@ def main() -> None:
         "steps_per_env": args.steps,
         "repeats": args.repeats,
         "games": len(games),
+        "memo": not args.no_memo,
         "commit": commit,
         "server_args": args.server_arg,
         "server_env": args.server_env,
