@@ -529,8 +529,23 @@ def build_table(out: Path) -> str:
         *[f"- {name}: {verdict}" for name, verdict in targets(summary)],
         "",
     ]
+    table = {
+        arm: {
+            split: {
+                **{k: s[f"success_{split}"][k] for k in ("mean", "std", "min", "max")},
+                "seeds": s["seeds"],
+                "episodes": first["eval_episodes"],
+            }
+            for split in ("heldout", "train")
+        }
+        for arm, s in summary.items()
+    }
     (out.parent / "results.json").write_text(
-        json.dumps({"summary": summary, "arms": files}, indent=1) + "\n", encoding="utf-8"
+        json.dumps(
+            {"table": table, "targets": dict(targets(summary)), "summary": summary, "arms": files}, indent=1
+        )
+        + "\n",
+        encoding="utf-8",
     )
     return "\n".join(lines)
 
