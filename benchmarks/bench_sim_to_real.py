@@ -120,6 +120,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="answer a repeated simulated step from the memo (dreamgym_env.experience.memo), seeded with "
         "the offline data; --no-memo asks the model for every step the rules do not answer",
     )
+    p.add_argument(
+        "--replay-real",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="answer a simulated step the offline data holds with that real transition (EnvConfig.replay_real); "
+        "--no-replay-real leaves every step but the rule-fixed ones to the model, the simulator alone",
+    )
     p.add_argument("--out", default="runs/bench_sim_to_real/table.md")
     args = p.parse_args(argv)
     arms = [a.strip() for a in args.arms.split(",") if a.strip() and a.strip() != "none"]
@@ -167,6 +174,8 @@ def config_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
                 )
             }
         )
+        if not args.replay_real:  # recorded only when off, so earlier arm files keep their settings
+            config["replay_real"] = False
     return config
 
 
@@ -267,11 +276,12 @@ class Runner:
                 kwargs["retriever"] = self._retriever
             else:
                 self.offline = {"offline_transitions": 0, "heldout_transitions_excluded": 0}
+            kwargs["replay_real"] = a.replay_real
             if a.memo:
                 # One memo for every sim phase and seed: the simulated world is one function of
                 # (game, state, action), asked once. Its real part is the offline data itself.
                 self.memo = StepMemo()
-                if self._retriever is not None:
+                if self._retriever is not None and a.replay_real:
                     self.memo.add_real(self._retriever.iter_transitions())
                 kwargs["step_memo"] = self.memo
             else:
