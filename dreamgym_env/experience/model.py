@@ -193,8 +193,6 @@ class ExperienceModel:
                 continue
             output, _ = self._complete(answer, task, history, state, action)
             if output is not None:  # no request
-                if memo is not None and answered_by == "replay":
-                    memo.put(key, output)
                 return Prediction(
                     output, None, 0, None, parse_s=time.perf_counter() - start, answered_by=answered_by
                 )
