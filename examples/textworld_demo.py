@@ -56,13 +56,13 @@ class Args:
 
 
 def settings(args: Args, env_id: str, **extra: Any) -> PPOSettings:
-    """The benchmark's learner (8 envs x 128 steps, batch 256, 10 epochs; 12 steps, 16 commands)."""
+    """The benchmark's learner (8 envs x 32 steps, batch 256, 10 epochs; 12 steps, 16 commands)."""
     return PPOSettings(
         env_id=env_id,
         max_steps=12,
         max_actions=16,
         num_envs=8,
-        n_steps=128,
+        n_steps=32,
         total_timesteps=args.sim_timesteps,
         eval_episodes=args.eval_episodes,
         seed=args.seed,

@@ -32,7 +32,7 @@ TRAIN_GAMES, HELDOUT_GAMES, EXPERT_EPISODES = 64, 32, 3
 BENCH = [
     "--train-games", str(TRAIN_GAMES), "--heldout-games", str(HELDOUT_GAMES),
     "--total-timesteps", "10000", "--eval-episodes", "100", "--max-steps", "12", "--max-actions", "16",
-    "--num-envs", "8", "--n-steps", "128", "--model", "textworld",
+    "--num-envs", "8", "--n-steps", "32", "--model", "textworld",
     "--model-dir", "dreamgym_env/models/textworld", "--arms", "sim-only",
 ]  # fmt: skip
 

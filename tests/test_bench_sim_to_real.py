@@ -40,8 +40,16 @@ def test_tiny_sim_to_real_table(tmp_path: Path) -> None:
 
     arms = {p.stem for p in (out.parent / "arms").glob("*.json")}
     assert arms == {"random", "real-10pct", "s2r"}
-    results = json.loads((out.parent / "results.json").read_text())["arms"]
+    payload = json.loads((out.parent / "results.json").read_text())
+    results = payload["arms"]
     real10 = results["real-10%"]["seeds"]["0"]
+    for arm in ("random", "real-10%", "s2r"):  # the table as the docs commit it: arm -> split -> figures
+        for split in ("heldout", "train"):
+            cell = payload["table"][arm][split]
+            assert cell["seeds"] == [0] and cell["episodes"] == 3 and cell["std"] == 0.0
+            assert cell["mean"] == results[arm]["seeds"]["0"][f"success_{split}"]
+    assert results["s2r"]["seeds"]["0"]["memo"]["model_answers"] >= 0  # how its simulated steps were answered
+    assert "s2r > real-10% (held-out)" in payload["targets"]
     assert (
         real10["real_steps"] == 16 and real10["sim_steps"] == 0 and real10["updates"] == 1
     )  # 6 -> 1 rollout
