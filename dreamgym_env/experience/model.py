@@ -197,16 +197,19 @@ class ExperienceModel:
                     output, None, 0, None, parse_s=time.perf_counter() - start, answered_by=answered_by
                 )
 
+        remembered = None if memo is None else memo.get(key)
+        if remembered is not None:  # completed and judged when it was stored
+            return Prediction(remembered, None, 0, None, answered_by="memo")
+        request = self.build_request(
+            task, history, demonstrations, state, action, admissible_actions, seed, episode_id
+        )
+        build_s = time.perf_counter() - start
+
         def ask() -> Awaitable[Prediction]:
-            return self._ask(
-                received, task, history, demonstrations, state, action, admissible_actions, seed, episode_id
-            )
+            return self._ask(received, request, build_s, task, history, state, action)
 
         if memo is None:
             return await ask()
-        remembered = memo.get(key)
-        if remembered is not None:  # completed and judged when it was stored
-            return Prediction(remembered, None, 0, None, answered_by="memo")
         prediction, shared = await memo.share(key, ask)
         if not shared:
             if prediction.output is not None:
@@ -224,28 +227,22 @@ class ExperienceModel:
     async def _ask(
         self,
         received: list[Completion],
+        request: CompletionRequest,
+        build_s: float,
         task: Task,
         history: Sequence[Step],
-        demonstrations: Sequence[Transition],
         state: str,
         action: str,
-        admissible_actions: Sequence[str],
-        seed: int | None,
-        episode_id: str | None,
     ) -> Prediction:
-        """The model's answer to this step, asked again while it is unparsable (``parse_retries``)."""
-        start = time.perf_counter()
-        request = self.build_request(
-            task, history, demonstrations, state, action, admissible_actions, seed, episode_id
-        )
-        build_s = time.perf_counter() - start
+        """The model's answer to ``request``, asked again while it is unparsable (``parse_retries``)."""
         parse_s = model_s = 0.0
         completion: Completion | None = None
         error = ""
         attempts = self.config.parse_retries + 1
+        first_seed = request.seed
         for attempt in range(attempts):
             if attempt:  # a new draw: another seed, and sampled even when the backend decodes greedily
-                seed = None if request.seed is None else request.seed + attempt
+                seed = None if first_seed is None else first_seed + attempt
                 request = replace(request, seed=seed, temperature=self.config.retry_temperature)
             start = time.perf_counter()
             try:
