@@ -64,6 +64,15 @@ def train(run: Path, seed: int) -> None:
         subprocess.run(command, check=True, cwd=ROOT)
 
 
+def answered(record: dict) -> dict[str, int]:
+    """Who answered the arm's simulated steps: the offline data, an earlier answer, the model, the rules."""
+    memo = record["memo"]
+    by = {"offline_real_transition": memo["real_hits"], "earlier_answer": memo["hits"] + memo["shared"]}
+    by["model_request"] = memo["model_answers"]
+    by["domain_rules_or_unparsable"] = record["sim_steps"] - sum(by.values())
+    return by
+
+
 def package(run: Path, seed: int, dest: Path) -> dict:
     """Copy the run's policy into ``dest`` and write its manifest; returns the manifest."""
     arm = json.loads((run / "arms" / "sim-only.json").read_text(encoding="utf-8"))
@@ -94,7 +103,7 @@ def package(run: Path, seed: int, dest: Path) -> dict:
             "real_steps": record["real_steps"],
             "ppo_updates": record["updates"],
             "seconds": record["sim_train_seconds"],
-            "simulated_steps_answered": record.get("memo"),
+            "simulated_steps_answered": answered(record),
             "settings": config,
         },
         "evaluation": {
