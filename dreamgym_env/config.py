@@ -308,11 +308,11 @@ class EnvConfig(BaseModel):
         "the world is known to do that. False always asks the model.",
     )
     memo_size: int = Field(
-        65_536,
+        8_192,
         ge=0,
-        description="In a deterministic domain, how many answered steps the envs of one run remember, "
-        "so a repeat of a step (same task, shown history, state and action) sends no request "
-        "(dreamgym_env.experience.memo). 0 asks the model every time.",
+        description="In a deterministic domain, how many model answers an env remembers (a vector env: "
+        "its sub-envs together), so a repeat of a step (same task, shown history, state and action) "
+        "sends no request (dreamgym_env.experience.memo). 0 asks the model every time.",
     )
     parse_retries: int = Field(2, ge=0, description="New requests after an unparsable answer.")
     retry_temperature: float | None = Field(

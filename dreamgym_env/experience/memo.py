@@ -57,7 +57,7 @@ class StepMemo:
         shared: Steps that waited for an identical step's request in flight instead of sending their own.
     """
 
-    def __init__(self, max_size: int = 65_536) -> None:
+    def __init__(self, max_size: int = 8_192) -> None:
         if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
             raise ConfigError(f"max_size must be a positive int, got {max_size!r}")
         self.max_size = max_size
