@@ -72,12 +72,8 @@ class StepMemo:
     def __len__(self) -> int:
         return len(self._real) + len(self._answers)
 
-    def add_real(self, transitions: Iterable[Transition], max_actions: int | None = None) -> int:
-        """Remember recorded transitions (``real`` and ``offline``; simulated ones are skipped).
-
-        Returns how many were new. ``max_actions`` caps the admissible actions kept per answer, as
-        ``EnvConfig.max_admissible_actions`` caps a model's.
-        """
+    def add_real(self, transitions: Iterable[Transition]) -> int:
+        """Remember recorded transitions (``real`` and ``offline``; simulated ones are skipped); how many were new."""
         added = 0
         with self._lock:
             for t in transitions:
@@ -89,7 +85,7 @@ class StepMemo:
                 self._real[key] = ExperienceOutput(
                     reasoning="",
                     next_state=t.next_state,
-                    admissible_actions=list(t.admissible_actions[:max_actions]),
+                    admissible_actions=list(t.admissible_actions),
                     done=t.done,
                     success=t.success,
                 )

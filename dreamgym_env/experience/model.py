@@ -184,7 +184,6 @@ class ExperienceModel:
         key = memo_key(task, self._shown(history), state, action)
         known: tuple[tuple[AnsweredBy, Callable[[], ExperienceOutput | None]], ...] = (
             ("rule", lambda: self._ruled(task, history, state, action)),
-            ("replay", lambda: memo.real(task, state, action) if memo and self.config.replay_real else None),
             ("replay", lambda: self._replayed(task, demonstrations, state, action)),
         )
         for answered_by, answer_of in known:  # the first that answers; the rest are not looked up
@@ -301,13 +300,18 @@ class ExperienceModel:
     def _replayed(
         self, task: Task, demonstrations: Sequence[Transition], state: str, action: str
     ) -> ExperienceOutput | None:
-        """A real transition of this very step among the demonstrations, as an answer (see :attr:`EnvConfig.replay_real`).
+        """A real transition of this very step, as an answer (see :attr:`EnvConfig.replay_real`).
 
-        Only in a deterministic domain, and only a recorded one (``real`` or ``offline``): a simulated
+        One added to the memo (:meth:`StepMemo.add_real`), else one among the demonstrations. Only in
+        a deterministic domain, and only a recorded one (``real`` or ``offline``): a simulated
         transition is the model's own guess. The ending is still ruled by :meth:`_complete`, as for a model's answer.
         """
         if not (self.config.replay_real and self.domain.deterministic):
             return None
+        recorded = None if self.memo is None else self.memo.real(task, state, action)
+        if recorded is not None:
+            cap = self.config.max_admissible_actions
+            return recorded.model_copy(update={"admissible_actions": recorded.admissible_actions[:cap]})
         for demo in demonstrations:
             if demo.source != "sim" and (demo.task_id, demo.state, demo.action) == (
                 task.task_id,
