@@ -34,6 +34,7 @@ from dreamgym_env.serving.hf_model import (
     save_for_vllm,
     train_bpe_tokenizer,
 )
+from dreamgym_env.training.answer_loss import answer_token_loss
 from dreamgym_env.training.sft_data import load_manifest
 
 __all__ = ["TRAINING_MANIFEST", "ScratchModelSpec", "TrainConfig", "TrainResult", "train_experience_model"]
@@ -340,7 +341,7 @@ def _train(config: TrainConfig, torch: Any, transformers: Any, trl: Any, dataset
         disable_tqdm=os.environ.get("DREAMGYM_NO_PROGRESS") == "1",
     )
     sitting = _sitting_log(transformers, trainer_dir, checkpoint)
-    trainer = trl.SFTTrainer(
+    trainer = _answer_loss_trainer(trl)(
         model=model,
         args=args,
         train_dataset=datasets.Dataset.from_list(kept),
@@ -406,6 +407,23 @@ def _train(config: TrainConfig, torch: Any, transformers: Any, trl: Any, dataset
     }
     (out / TRAINING_MANIFEST).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return result
+
+
+def _answer_loss_trainer(trl: Any) -> Any:
+    """``SFTTrainer`` whose loss projects only the answer's positions (:mod:`.answer_loss`)."""
+
+    class AnswerLossSFTTrainer(trl.SFTTrainer):  # type: ignore[misc, name-defined]
+        def compute_loss(
+            self, model: Any, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
+        ) -> Any:
+            loss, count, correct = answer_token_loss(model, inputs, num_items_in_batch)
+            metrics = getattr(self, "_metrics", None)
+            if metrics is not None and int(count):
+                mode = "train" if model.training else "eval"
+                metrics[mode]["mean_token_accuracy"].append(float(correct) / float(count))
+            return (loss, None) if return_outputs else loss
+
+    return AnswerLossSFTTrainer
 
 
 def resolve_base_model(base_model: str) -> str:
