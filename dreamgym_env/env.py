@@ -120,7 +120,7 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
         self.backend = backend if backend is not None else make_backend(self.config.backend)
         self.step_memo = step_memo if step_memo is not None else make_step_memo(self.domain, self.config)
         self.model = ExperienceModel(self.domain, self.backend, self.config, self.step_memo)
-        self.retriever = retriever
+        self.retriever = retriever if retriever is not None else default_retriever(self.domain, self.config)
         self.task_sampler = as_task_sampler(tasks if tasks is not None else self.domain.seed_tasks())
         self.outcome_reporter = (
             outcome_reporter if outcome_reporter is not None else OutcomeReporter(self.task_sampler)
@@ -218,6 +218,21 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
         return self.retriever.retrieve(
             query.state, query.action, query.k, domain=query.domain, exclude_episode=query.exclude_episode
         )
+
+
+def default_retriever(domain: Domain, config: EnvConfig) -> Retriever | None:
+    """Where an env that brings no replay buffer finds demonstrations: a shipped model's own, or none.
+
+    A shipped model (``model="textworld"`` for its domain) was trained with a real transition in every
+    prompt; without a buffer it would be asked prompts it never saw. Its demonstrations
+    (:func:`~dreamgym_env.serving.shipped.shipped_demonstrations`) fill in, unless ``top_k`` is 0.
+    """
+    from dreamgym_env.serving.shipped import shipped_demonstrations
+
+    model = config.backend.model
+    if not config.top_k or model != domain.name:
+        return None
+    return shipped_demonstrations(model)
 
 
 def make_step_memo(domain: Domain, config: EnvConfig) -> StepMemo | None:

@@ -20,7 +20,7 @@ from dreamgym_env._event_loop import gather_all_or_none, run_sync
 from dreamgym_env._secrets import SpecWithoutSecrets
 from dreamgym_env.config import EnvConfig, merge_overrides
 from dreamgym_env.domains import Domain, get_domain
-from dreamgym_env.env import DreamGymEnv, make_step_memo
+from dreamgym_env.env import DreamGymEnv, default_retriever, make_step_memo
 from dreamgym_env.episode import PendingStep
 from dreamgym_env.errors import ConfigError, DreamGymError
 from dreamgym_env.experience.backends import Backend, make_backend
@@ -166,6 +166,8 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         limit = _step_limit(cfg.max_steps or domain.max_steps, max_episode_steps)
         if limit != cfg.max_steps:
             cfg = cfg.model_copy(update={"max_steps": limit})
+        if retriever is None:
+            retriever = default_retriever(domain, cfg)
         if retriever is not None and cfg.store_transitions == "all" and not _stores_in_batches(retriever):
             raise ConfigError(
                 "A vector env stores each step's transitions all or nothing, in one "

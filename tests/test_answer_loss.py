@@ -12,8 +12,13 @@ transformers = pytest.importorskip("transformers")
 
 def _llama() -> object:
     config = transformers.LlamaConfig(
-        vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64,
+        vocab_size=97,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
     )
     return transformers.LlamaForCausalLM(config)
 
@@ -21,8 +26,15 @@ def _llama() -> object:
 def _gemma3() -> object:
     # Gemma 3 soft-caps its final logits: the answer-only loss must apply the cap as the model does.
     config = transformers.Gemma3TextConfig(
-        vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=8, max_position_embeddings=64, final_logit_softcapping=3.0,
+        vocab_size=97,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=64,
+        final_logit_softcapping=3.0,
         sliding_window=8,
     )
     return transformers.Gemma3ForCausalLM(config)
@@ -83,7 +95,9 @@ def test_a_batch_without_trained_tokens_gives_a_zero_loss_that_backpropagates():
 
 def test_lora_layers_inside_a_peft_model_are_trained():
     peft = pytest.importorskip("peft")
-    model = peft.get_peft_model(_llama(), peft.LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"))
+    model = peft.get_peft_model(
+        _llama(), peft.LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM")
+    )
     loss, _, _ = answer_token_loss(model, _batch(3))
     loss.backward()
     lora_grads = [p.grad for n, p in model.named_parameters() if "lora_A" in n]

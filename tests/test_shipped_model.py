@@ -208,3 +208,71 @@ def test_the_shipped_model_on_seed_tasks_warns_and_on_game_tasks_does_not():
         warnings.simplefilter("error")
         DreamGymEnv(TextWorldDomain(), tasks=[task], backend="scripted", model="textworld").close()
         DreamGymEnv(TextWorldDomain(), backend="scripted", model="someone-elses").close()
+
+
+def test_an_env_naming_the_shipped_model_without_a_buffer_retrieves_its_demonstrations_and_stores_nothing():
+    from dreamgym_env.domains.textworld import TextWorldDomain
+    from dreamgym_env.env import DreamGymEnv
+    from dreamgym_env.serving.shipped import shipped_demonstrations
+    from dreamgym_env.types import Task
+
+    folder = shipped_model_dir("textworld")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    demos = shipped_demonstrations("textworld")
+    assert demos is not None and len(demos) == manifest["demonstrations"]["transitions"]
+    shipped = list(demos.iter_transitions())
+    heldout = set(json.loads((folder / "dreamgym_training.json").read_text())["eval_tasks"])
+    assert len(heldout) >= 32 and not heldout & {t.task_id for t in shipped}  # training games only
+    assert all(t.source != "sim" for t in shipped)
+
+    task = Task(task_id="textworld-g", domain="textworld", instruction="win", metadata={"world": "Map: a"})
+    env = DreamGymEnv(TextWorldDomain(), tasks=[task], backend="scripted", model="textworld")
+    try:
+        assert env.retriever is demos  # one buffer per process, shared by every env
+        state, info = env.reset(seed=0)
+        query = env.retrieval_query(info["admissible_actions"][0])
+        assert query is not None and env._retrieve(info["admissible_actions"][0])
+        before = len(demos)
+        env.step(info["admissible_actions"][0])
+        assert len(demos) == before  # a simulated step is not written into the shipped demonstrations
+    finally:
+        env.close()
+    with DreamGymEnv(TextWorldDomain(), tasks=[task], backend="scripted", model="textworld", top_k=0) as off:
+        assert off.retriever is None
+    with DreamGymEnv(TextWorldDomain(), tasks=[task], backend="scripted", model="someone-elses") as other:
+        assert other.retriever is None
+
+
+def test_shipped_demonstrations_that_are_not_the_manifests_are_refused(tmp_path, monkeypatch):
+    from dreamgym_env.serving import shipped
+
+    folder = tmp_path / "textworld"
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps({"demonstrations": {"sha256": "0" * 64}}))
+    (folder / shipped.DEMONSTRATIONS).write_bytes(b"not what was shipped")
+    monkeypatch.setattr(shipped, "_ROOT", tmp_path)
+    shipped.shipped_demonstrations.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match="manifest records"):
+            shipped.shipped_demonstrations("textworld")
+    finally:
+        shipped.shipped_demonstrations.cache_clear()
+
+
+def test_a_vector_env_naming_the_shipped_model_shares_its_demonstrations():
+    from dreamgym_env.serving.shipped import shipped_demonstrations
+    from dreamgym_env.types import Task
+    from dreamgym_env.vector import DreamGymVectorEnv
+
+    task = Task(task_id="textworld-g", domain="textworld", instruction="win", metadata={"world": "Map: a"})
+    demos = shipped_demonstrations("textworld")
+    assert demos is not None
+    envs = DreamGymVectorEnv("textworld", 2, tasks=[task], backend="scripted", model="textworld")
+    try:
+        assert envs.retriever is demos
+        _, infos = envs.reset(seed=0)
+        before = len(demos)
+        envs.step([str(actions[0]) for actions in infos["admissible_actions"]])
+        assert len(demos) == before
+    finally:
+        envs.close()

@@ -3,20 +3,30 @@
 A shipped model is a small model this package trains itself (``scripts/build_textworld_model.sh``
 rebuilds it from seeds and a fixed number of steps). Its folder holds the weights and tokenizer in the
 form vLLM loads, ``dreamgym_training.json`` (the prompt settings the env must reuse) and
-``manifest.json`` (data, seeds, metrics and the weights' checksum).
+``manifest.json`` (data, seeds, metrics and the weights' checksum), and ``demonstrations.jsonl.gz``: real
+transitions of its training games, the demonstrations its prompts were trained with, retrieved for an
+env that names the model and brings no replay buffer of its own (:func:`shipped_demonstrations`).
 
     dreamgym serve --model textworld            # vLLM's OpenAI server on 127.0.0.1, prints the base URL
 """
 
 from __future__ import annotations
 
+import functools
+import gzip
 import hashlib
 import json
+import logging
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dreamgym_env.config import PromptStyle
 from dreamgym_env.errors import ConfigError
+from dreamgym_env.types import Transition
+
+if TYPE_CHECKING:
+    from dreamgym_env.buffer import ReplayBuffer
 
 __all__ = [
     "SHIPPED_CONTEXT",
@@ -28,9 +38,13 @@ __all__ = [
     "servable_folder",
     "servable_model_dir",
     "serve_shipped_model",
+    "shipped_demonstrations",
     "shipped_model_dir",
     "weights_checksum",
+    "write_demonstrations",
 ]
+
+logger = logging.getLogger(__name__)
 
 _ROOT = Path(__file__).resolve().parents[1] / "models"
 
@@ -41,6 +55,7 @@ SHIPPED_MODELS: dict[str, str] = {
 
 _WEIGHTS = "model.safetensors"
 _ADAPTER = "adapter_model.safetensors"
+DEMONSTRATIONS = "demonstrations.jsonl.gz"
 
 
 def shipped_model_dir(name: str) -> Path:
@@ -112,12 +127,8 @@ def prompt_settings(model: str | None, default: tuple[int | None, int] = (1, 1))
 
 def weights_checksum(folder: str | Path) -> str:
     """SHA-256 of a model folder's weights file, or of its adapter's (what a shipped model's manifest records)."""
-    digest = hashlib.sha256()
     path = Path(folder) / _WEIGHTS
-    with (path if path.is_file() else Path(folder) / _ADAPTER).open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return _file_sha256(path if path.is_file() else Path(folder) / _ADAPTER)
 
 
 def prompt_style(model: str | None) -> PromptStyle:
@@ -188,3 +199,69 @@ def serve_shipped_model(
         log_path=log_path,
         env=env,
     )
+
+
+def write_demonstrations(transitions: Iterable[Transition], folder: str | Path) -> dict[str, Any]:
+    """Write a model's demonstrations into its folder, byte-reproducibly; their manifest entry.
+
+    A transition repeated across episodes is written once (the replay buffer's own dedup key).
+    """
+    from dreamgym_env.buffer.replay_buffer import dedup_key
+
+    seen: set[bytes] = set()
+    path = Path(folder) / DEMONSTRATIONS
+    count = 0
+    with path.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as f:
+        for t in transitions:
+            key = dedup_key(t)
+            if key in seen:
+                continue
+            seen.add(key)
+            f.write(t.model_dump_json().encode("utf-8") + b"\n")
+            count += 1
+    return {"file": DEMONSTRATIONS, "transitions": count, "sha256": _file_sha256(path)}
+
+
+@functools.cache
+def shipped_demonstrations(name: str | None) -> ReplayBuffer | None:
+    """The shipped model ``name``'s demonstrations as an in-memory replay buffer; ``None`` if it has none.
+
+    The model was trained with one real transition in every prompt, so an env that names it and
+    brings no buffer of its own retrieves from these instead of sending prompts the model never saw.
+    One buffer per process, shared by every env; it keeps only what it was loaded with (its
+    ``store_policy`` is ``"real"``, so the simulated steps envs offer it are dropped).
+
+    Raises:
+        ConfigError: the file is not the one the model's manifest records.
+    """
+    if name not in SHIPPED_MODELS:
+        return None
+    folder = _ROOT / name
+    path = folder / DEMONSTRATIONS
+    if not path.is_file():
+        return None
+    from dreamgym_env.buffer import ReplayBuffer
+
+    recorded = json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("demonstrations") or {}
+    digest = _file_sha256(path)
+    if digest != recorded.get("sha256"):
+        raise ConfigError(
+            f"{path} has SHA-256 {digest[:16]}..., not the {str(recorded.get('sha256'))[:16]}... the model's "
+            f"manifest records; reinstall the package or rebuild it with scripts/build_{name}_model.sh."
+        )
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        transitions = [Transition.model_validate_json(line) for line in f if line.strip()]
+    buffer = ReplayBuffer.open(":memory:", store_policy="real")
+    buffer.add_many(transitions)
+    logger.info(
+        "retrieving demonstrations of the shipped %s model from its %d transitions", name, len(buffer)
+    )
+    return buffer
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -28,7 +28,9 @@ def _unwrap(model: Any) -> Any:
     return get_base() if callable(get_base) else model
 
 
-def answer_token_loss(model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None) -> tuple[Any, Any, Any]:
+def answer_token_loss(
+    model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None
+) -> tuple[Any, Any, Any]:
     """Mean negative log-likelihood of the trained tokens, projecting only their positions.
 
     ``inputs`` is a causal-LM batch (``input_ids``, ``labels``, optionally ``attention_mask`` and
@@ -54,7 +56,11 @@ def answer_token_loss(model: Any, inputs: dict[str, Any], num_items_in_batch: An
     count = trained.sum()
     denominator = num_items_in_batch if num_items_in_batch is not None else count.clamp(min=1)
     # A batch with no trained token still returns a loss connected to the model (zero), so backward works.
-    loss = F.cross_entropy(logits, targets, reduction="sum") / denominator if targets.numel() else hidden.sum() * 0.0
+    loss = (
+        F.cross_entropy(logits, targets, reduction="sum") / denominator
+        if targets.numel()
+        else hidden.sum() * 0.0
+    )
     with torch.no_grad():
         correct = (logits.argmax(dim=-1) == targets).sum()
     return loss, count, correct

@@ -414,7 +414,11 @@ def _answer_loss_trainer(trl: Any) -> Any:
 
     class AnswerLossSFTTrainer(trl.SFTTrainer):  # type: ignore[misc, name-defined]
         def compute_loss(
-            self, model: Any, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
+            self,
+            model: Any,
+            inputs: dict[str, Any],
+            return_outputs: bool = False,
+            num_items_in_batch: Any = None,
         ) -> Any:
             loss, count, correct = answer_token_loss(model, inputs, num_items_in_batch)
             metrics = getattr(self, "_metrics", None)
