@@ -5,6 +5,7 @@ from dreamgym_env import DreamGymEnv, DreamGymVectorEnv, ScriptedBackend
 from dreamgym_env.curriculum import CurriculumSampler, TaskPool
 from dreamgym_env.domains import get_domain
 from dreamgym_env.errors import ConfigError, StoreError
+from dreamgym_env.storage.tables import Executor
 from dreamgym_env.tasks import TaskSampler
 from dreamgym_env.types import Task
 
@@ -167,16 +168,15 @@ def test_a_failed_outcome_write_moves_every_sub_env_and_loses_no_outcome(failing
     sampler = CurriculumSampler(TaskPool(), "webshop")
     envs = DreamGymVectorEnv("webshop", num_envs=8, tasks=sampler, backend=ScriptedBackend())
     envs.reset(seed=0)
-    db = sampler.pool._db
     inserts = iter(range(1_000))
-    real_rows = db.rows
+    real_rows = Executor.rows
 
-    def failing_at_row(sql, params=()):
+    def failing_at_row(tx, sql, params=()):
         if sql.startswith("INSERT INTO curriculum_outcomes") and next(inserts) == failing:
             raise StoreError("disk I/O error")
-        return real_rows(sql, params)
+        return real_rows(tx, sql, params)
 
-    monkeypatch.setattr(db, "rows", failing_at_row)
+    monkeypatch.setattr(Executor, "rows", failing_at_row)
     with caplog.at_level("WARNING", logger="dreamgym_env.tasks"):
         _, _, terminated, _, _ = envs.step(["click[Buy Now]"] * 8)
     assert terminated.all()

@@ -86,7 +86,7 @@ def test_one_failed_check_replaces_every_closed_idle_connection_without_back_off
 
     monkeypatch.setattr(psycopg_pool.pool, "sleep", recorded_sleep)
     store = ReplayBuffer.open(postgres_url) if opener == "buffer" else TaskPool(postgres_url)
-    db = store.store._db if opener == "buffer" else store._db._db
+    db = (store.store if opener == "buffer" else store)._db._db
     try:
         held = [db._pool.getconn() for _ in range(3)]  # three live connections, then idle in the pool
         for conn in held:

@@ -48,7 +48,7 @@ def test_every_sqlite_store_opens_its_file_the_same_way(tmp_path):
     pool = TaskPool(str(tmp_path / "p.sqlite"))
     recording = RecordingBackend(ScriptedBackend(), tmp_path / "r.sqlite", mode="record")
     try:
-        for conn in (buffer.store._conn, pool._db._conn, recording._connection()):
+        for conn in (buffer.store._db._conn, pool._db._conn, recording._connection()):
             assert _settings(conn) == ("wal", 30000, 1)
     finally:
         buffer.close()

@@ -75,11 +75,11 @@ def test_a_failed_commit_releases_the_write_lock_and_the_store_keeps_working(tmp
     store = TransitionStore(path)
     other = TransitionStore(path, busy_timeout_s=0.5)
     try:
-        store._conn.set_authorizer(_deny_commit)
+        store._db._conn.set_authorizer(_deny_commit)
         with pytest.raises(StoreError):
             store.insert(*_batch("lost"))
-        store._conn.set_authorizer(None)
-        assert not store._conn.in_transaction  # rolled back, not left holding the file's write lock
+        store._db._conn.set_authorizer(None)
+        assert not store._db._conn.in_transaction  # rolled back, not left holding the file's write lock
         other.insert(*_batch("other"))  # another writer gets the lock at once
         store.insert(*_batch("kept"))  # and this store can still write
         assert store.count() == 4
@@ -92,7 +92,7 @@ def test_a_failed_commit_releases_the_write_lock_and_the_store_keeps_working(tmp
 def test_an_error_after_sqlite_rolled_back_by_itself_is_reported_as_it_was(tmp_path):
     store = TransitionStore(str(tmp_path / "b.sqlite"))
     try:
-        interrupt = _InterruptFirstInsert(store._conn)
+        interrupt = _InterruptFirstInsert(store._db._conn)
         with pytest.raises(StoreError, match="interrupted"):
             store.insert(*_batch("gone"))
         interrupt.remove()
@@ -107,9 +107,9 @@ def test_a_failed_commit_inside_a_transaction_block_rolls_it_back(tmp_path):
     try:
         with pytest.raises(sqlite3.Error), store.transaction():
             store.insert(*_batch("a"))
-            store._conn.set_authorizer(_deny_commit)
-        store._conn.set_authorizer(None)
-        assert not store._conn.in_transaction
+            store._db._conn.set_authorizer(_deny_commit)
+        store._db._conn.set_authorizer(None)
+        assert not store._db._conn.in_transaction
         assert store.count() == 0
         store.insert(*_batch("b"))
         assert store.count() == 2

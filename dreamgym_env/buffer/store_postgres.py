@@ -12,9 +12,10 @@ The same API and guarantees as the SQLite :class:`~dreamgym_env.buffer.store.Tra
   for this process's own commits, which saves a read-back after each of its own writes.
 
 The statements are the SQLite store's, written once in
-:class:`~dreamgym_env.buffer.store_sql.SQLTransitionStore`; this module keeps what is PostgreSQL's own:
-the whole batch inserted in one ``unnest`` statement, evictions in one data-modifying statement, the
-id sequence, the commit counter and the connection pool.
+:class:`~dreamgym_env.buffer.store_sql.SQLTransitionStore` on the tables of
+:mod:`dreamgym_env.storage.tables`; this module keeps what is PostgreSQL's own: the whole batch
+inserted in one ``unnest`` statement, evictions in one data-modifying statement, the id sequence and
+the commit counter.
 
 Tables carry a ``buffer_`` prefix, so the task pool (``curriculum_`` tables) may share the database.
 Several buffers in one database live in separate schemas: add ``?options=-csearch_path%3Dmyschema``
@@ -25,24 +26,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from typing import Any
 
 import numpy as np
 
-from dreamgym_env.buffer.store_sql import COLUMNS, SCHEMA_VERSION, Dialect, SQLTransitionStore, row_values
-from dreamgym_env.errors import StoreError
-from dreamgym_env.storage.postgres import PostgresPool
+from dreamgym_env.buffer.store_sql import COLUMNS, SQLTransitionStore, row_values
+from dreamgym_env.storage.tables import Executor, PostgresTables
 from dreamgym_env.types import Transition
 
 __all__ = ["PostgresTransitionStore"]
-
-_SETUP_LOCK = 0x44474255  # advisory lock key for schema creation ("DGBU")
-
-_SEED_META = (
-    "INSERT INTO buffer_meta (key, value) VALUES ('schema_version', %s) ON CONFLICT DO NOTHING",
-    "INSERT INTO buffer_meta (key, value) VALUES ('commits', '0') ON CONFLICT DO NOTHING",
-)
 
 _ARRAY_TYPES = (
     "bytea[]", "text[]", "text[]", "text[]", "text[]", "int[]", "text[]", "text[]", "text[]",
@@ -59,7 +50,9 @@ class PostgresTransitionStore(SQLTransitionStore):
     """PostgreSQL storage of transitions, their dedup keys and embeddings.
 
     A pool of connections per store object, usable from several threads; each process opens its own
-    store on the same URL.
+    store on the same URL. Reads inside a :meth:`transaction` block (``count``, ``get``, ...) run on
+    other pooled connections, so they see committed rows only, not the block's own writes (on SQLite,
+    one connection, they see them).
 
     Args:
         url: ``postgresql://user:password@host:port/dbname``.
@@ -67,22 +60,12 @@ class PostgresTransitionStore(SQLTransitionStore):
         max_connections: Connections the store's pool may hold.
     """
 
-    dialect = Dialect(
-        meta="buffer_meta",
-        transitions="buffer_transitions",
-        evictions="buffer_evictions",
-        placeholder="%s",
-        array_params=True,
-        serial="BIGSERIAL PRIMARY KEY",
-        blob="BYTEA",
-        boolean="BOOLEAN",
-        double="DOUBLE PRECISION",
-        bigint="BIGINT",
-    )
-    _errors = (Exception,)
+    _meta, _transitions, _evictions = "buffer_meta", "buffer_transitions", "buffer_evictions"
+    _seed = ("INSERT INTO buffer_meta (key, value) VALUES ('commits', '0') ON CONFLICT DO NOTHING",)
+    _db: PostgresTables
 
     def __init__(self, url: str, busy_timeout_s: float = 30.0, max_connections: int = 4) -> None:
-        self._db = PostgresPool(
+        self._db = PostgresTables(
             url,
             what="replay buffer",
             lock_table="buffer_transitions",
@@ -92,67 +75,33 @@ class PostgresTransitionStore(SQLTransitionStore):
         self.path = self._db.location
         self._counter_lock = threading.Lock()
         self._own_commits = 0
-
-        def create(conn: Any) -> None:
-            for statement in self.dialect.schema():
-                conn.execute(statement)
-            for statement in _SEED_META:
-                conn.execute(statement, (str(SCHEMA_VERSION),) if "%s" in statement else None)
-
-        try:
-            self._db.run_setup(_SETUP_LOCK, create, meta_table="buffer_meta")
-        except Exception as e:
-            self._db.close()
-            raise self._db.error("cannot create the tables of", e) from e
+        self._create()
         self._check_schema_version()
 
-    # -- engine hooks -------------------------------------------------------------------------------
-
-    def _rows(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[tuple[Any, ...]]:
-        try:
-            with self._db.connection() as conn:
-                return conn.cursor(binary=binary).execute(self.dialect.sql(sql), params).fetchall()
-        except Exception as e:
-            raise self._db.error("cannot read", e) from e
-
-    def _write(self) -> AbstractContextManager[Any]:
-        return self._db.write()
-
-    def _error(self, action: str, e: BaseException) -> StoreError:
-        return self._db.error(action, e)
-
-    def transaction(self) -> AbstractContextManager[Any]:
-        """One transaction around several writes of this thread: all commit at the end, or none do.
-
-        Reads inside the block (``count``, ``get``, ...) run on other pooled connections, so they see
-        committed rows only, not the block's own writes (on SQLite, one connection, they see them).
-        """
-        return self._db.transaction()
-
     def _insert_rows(
-        self, conn: Any, transitions: Sequence[Transition], keys: Sequence[bytes], embeddings: np.ndarray
+        self, tx: Executor, transitions: Sequence[Transition], keys: Sequence[bytes], embeddings: np.ndarray
     ) -> list[int | None]:
         """The whole batch in one statement (one array per column); ``RETURNING`` names the new rows."""
         columns = [list(c) for c in zip(*map(row_values, transitions, keys, embeddings), strict=True)]
-        returned = conn.cursor(binary=True).execute(_INSERT, columns).fetchall()
+        returned = tx.conn.cursor(binary=True).execute(_INSERT, columns).fetchall()
         new_ids = {bytes(key): int(row_id) for row_id, key in returned}
         # a key repeated within the batch: its first occurrence is stored
         return [new_ids.pop(bytes(key), None) for key in keys]
 
-    def _evict_oldest(self, conn: Any, n: int) -> list[int]:
+    def _evict_oldest(self, tx: Executor, n: int) -> list[int]:
         """Delete and log in one data-modifying statement."""
-        rows = conn.execute(
+        rows = tx.rows(
             "WITH gone AS (DELETE FROM buffer_transitions WHERE id IN ("
-            "  SELECT id FROM buffer_transitions WHERE source = 'sim' ORDER BY id LIMIT %s"
+            "  SELECT id FROM buffer_transitions WHERE source = 'sim' ORDER BY id LIMIT ?"
             ") RETURNING id, domain) "
             "INSERT INTO buffer_evictions (id, domain) SELECT id, domain FROM gone ORDER BY id RETURNING id",
             (n,),
-        ).fetchall()
+        )
         return sorted(int(r[0]) for r in rows)
 
-    def _before_commit(self, conn: Any) -> None:
+    def _before_commit(self, tx: Executor) -> None:
         """Count the commit in the database, under the writer lock, for :meth:`data_version`."""
-        conn.execute("UPDATE buffer_meta SET value = (value::bigint + 1)::text WHERE key = 'commits'")
+        tx.count("UPDATE buffer_meta SET value = (value::bigint + 1)::text WHERE key = 'commits'")
 
     def _after_commit(self) -> None:
         """Count it as this store's own, which :meth:`data_version` leaves out."""
@@ -163,7 +112,7 @@ class PostgresTransitionStore(SQLTransitionStore):
 
     def max_id(self) -> int:
         """The largest row id ever handed out (0 for a new store), read from the id sequence."""
-        rows = self._rows(
+        rows = self._db.rows(
             "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM buffer_transitions_id_seq"
         )
         return int(rows[0][0])
@@ -174,10 +123,6 @@ class PostgresTransitionStore(SQLTransitionStore):
         The ``commits`` counter is bumped inside every insert transaction (under the writer lock);
         subtracting this store's own commits leaves the others'.
         """
-        (value,) = self._rows("SELECT value FROM buffer_meta WHERE key = 'commits'")[0]
+        (value,) = self._db.rows("SELECT value FROM buffer_meta WHERE key = 'commits'")[0]
         with self._counter_lock:
             return int(value) - self._own_commits
-
-    def close(self) -> None:
-        """Close the connection pool (idempotent)."""
-        self._db.close()

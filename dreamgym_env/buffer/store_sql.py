@@ -1,17 +1,14 @@
 """The replay buffer store's SQL, written once for SQLite and PostgreSQL.
 
 Both stores keep the same rows and answer the same questions, so every statement whose text is the
-same on both engines, up to a few spellings, lives here in :class:`SQLTransitionStore`. A
-:class:`Dialect` names those spellings: the tables (PostgreSQL's carry a ``buffer_`` prefix so the
-task pool may share the database), the placeholder style (statements are written with ``?``;
-psycopg wants ``%s``) and how a list parameter is matched (SQLite: ``IN (?, ?, ...)``; PostgreSQL:
-``= ANY(%s)`` with the list bound as one array).
+same on both engines lives here in :class:`SQLTransitionStore`, and runs through the store's
+:class:`~dreamgym_env.storage.tables.Tables` (the same layer as the task pool's), whose dialect
+spells placeholders, list parameters and column types. PostgreSQL's tables carry a ``buffer_``
+prefix so the task pool may share the database.
 
-Each engine's module implements the hooks (:meth:`~SQLTransitionStore._rows` for reads,
-:meth:`~SQLTransitionStore._write` for one write transaction, :meth:`~SQLTransitionStore._error` for
-its error messages) and keeps what really differs: the schema, how a batch is inserted and its new
-ids learnt, how the oldest synthetic rows are evicted, where the largest id ever handed out is read,
-and how :meth:`~SQLTransitionStore.data_version` notices other processes' commits.
+Each engine's module keeps what really differs: how a batch is inserted and its new ids learnt, how
+the oldest synthetic rows are evicted, where the largest id ever handed out is read, and how
+:meth:`~SQLTransitionStore.data_version` notices other processes' commits.
 """
 
 from __future__ import annotations
@@ -26,14 +23,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dreamgym_env.errors import StoreError
+from dreamgym_env.storage.tables import Executor, PostgresTables, SQLiteTables, where
 from dreamgym_env.types import Transition
 
-__all__ = ["SCHEMA_VERSION", "Dialect", "SQLTransitionStore", "StoredRow", "row_to_transition"]
+__all__ = ["SCHEMA_VERSION", "SQLTransitionStore", "StoredRow", "row_to_transition"]
 
 SCHEMA_VERSION = 1
 
-_MAX_BOUND_VALUES = 30_000
-"""Values per ``IN (?, ...)`` list: under SQLite's default limit of 32,766 bound parameters."""
+_SETUP_LOCK = 0x44474255  # PostgreSQL's advisory lock key for schema creation ("DGBU")
 
 FIELDS = (
     "domain, task_id, task, episode_id, step, state, action, next_state, reward, done, success, source, "
@@ -130,113 +127,35 @@ _SCHEMA = (
 )
 
 
-@dataclass(frozen=True)
-class Dialect:
-    """How one engine spells the schema and statements of :class:`SQLTransitionStore`.
-
-    Attributes:
-        meta: The settings table.
-        transitions: The transitions table.
-        evictions: The append-only eviction log.
-        placeholder: ``"?"`` (SQLite) or ``"%s"`` (psycopg); statements are written with ``?`` and
-            contain no other ``?`` or ``%``.
-        array_params: Whether a list is bound as one array parameter (``= ANY(%s)``) instead of one
-            placeholder per element (``IN (?, ?, ...)``).
-        serial: A primary key whose values are handed out in increasing order and never reused
-            (SQLite's ``AUTOINCREMENT``, a PostgreSQL sequence).
-        blob: Bytes (dedup keys, embeddings).
-        boolean: ``done`` and ``success``.
-        double: 8-byte floats.
-        bigint: A reference to a ``serial`` key.
-    """
-
-    meta: str
-    transitions: str
-    evictions: str
-    placeholder: str = "?"
-    array_params: bool = False
-    serial: str = "INTEGER PRIMARY KEY AUTOINCREMENT"
-    blob: str = "BLOB"
-    boolean: str = "INTEGER"
-    double: str = "REAL"
-    bigint: str = "INTEGER"
-
-    def schema(self) -> list[str]:
-        """The ``CREATE ... IF NOT EXISTS`` statements of the store's tables and indexes."""
-        names = {
-            "meta": self.meta,
-            "transitions": self.transitions,
-            "evictions": self.evictions,
-            "serial": self.serial,
-            "blob": self.blob,
-            "boolean": self.boolean,
-            "double": self.double,
-            "bigint": self.bigint,
-        }
-        return [statement.format(**names) for statement in _SCHEMA]
-
-    def sql(self, statement: str) -> str:
-        """``statement`` (written with ``?``) in this engine's placeholder style."""
-        return statement if self.placeholder == "?" else statement.replace("?", self.placeholder)
-
-    def member(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        """A condition "``column`` is one of ``values``" and its parameters (``values`` must be non-empty)."""
-        if self.array_params:
-            return f"{column} = ANY(?)", [list(values)]
-        return f"{column} IN ({','.join('?' * len(values))})", list(values)
-
-    def chunks(self, values: Sequence[Any]) -> Iterator[Sequence[Any]]:
-        """``values`` in pieces small enough for one :meth:`member` condition each.
-
-        SQLite binds at most ``SQLITE_MAX_VARIABLE_NUMBER`` parameters per statement (32,766 by
-        default since SQLite 3.32); an array parameter has no such limit, so it takes them all.
-        """
-        size = len(values) if self.array_params else _MAX_BOUND_VALUES
-        for start in range(0, len(values), max(size, 1)):
-            yield values[start : start + size]
-
-
 class SQLTransitionStore(ABC):
-    """The statements both transition stores share; a subclass supplies the engine.
+    """The statements both transition stores share; a subclass opens the engine's tables.
 
-    Reads go through :meth:`_rows`; writes run inside :meth:`_write` through :meth:`_execute` and
-    :meth:`_executemany` (a DB-API connection: ``execute`` and ``cursor().executemany`` behave the
-    same on ``sqlite3`` and psycopg). Write failures of the engine's ``_errors`` become a
-    :class:`StoreError` through :meth:`_error`.
+    Reads go through :meth:`Tables.rows <dreamgym_env.storage.tables.Tables.rows>`; writes run in one
+    :meth:`Tables.write <dreamgym_env.storage.tables.Tables.write>` transaction each, which turns
+    the engine's errors into a :class:`StoreError`.
     """
 
-    dialect: ClassVar[Dialect]
-    _errors: ClassVar[tuple[type[Exception], ...]]
+    _meta: ClassVar[str]
+    _transitions: ClassVar[str]
+    _evictions: ClassVar[str]
+    _seed: ClassVar[tuple[str, ...]] = ()
+    """Statements run after the schema's when the tables are made."""
+    _db: SQLiteTables | PostgresTables
     path: str
 
     # -- hooks --------------------------------------------------------------------------------------
 
     @abstractmethod
-    def _rows(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[tuple[Any, ...]]:
-        """Every row of a read (``sql`` written with ``?``); ``binary`` asks for a fast blob transfer."""
-
-    @abstractmethod
-    def _write(self) -> AbstractContextManager[Any]:
-        """One write transaction holding the store's writer lock, yielding its connection.
-
-        Inside :meth:`transaction`, a savepoint of that transaction instead.
-        """
-
-    @abstractmethod
-    def _error(self, action: str, e: BaseException) -> StoreError:
-        """A :class:`StoreError` saying that ``action`` ("could not write to") failed on this store."""
-
-    @abstractmethod
     def _insert_rows(
-        self, conn: Any, transitions: Sequence[Transition], keys: Sequence[bytes], embeddings: np.ndarray
+        self, tx: Executor, transitions: Sequence[Transition], keys: Sequence[bytes], embeddings: np.ndarray
     ) -> list[int | None]:
         """Insert a batch skipping known dedup keys; the new id of each row, ``None`` for a duplicate."""
 
     @abstractmethod
-    def _evict_oldest(self, conn: Any, n: int) -> list[int]:
+    def _evict_oldest(self, tx: Executor, n: int) -> list[int]:
         """Delete the ``n`` oldest ``sim`` rows, logging each in the evictions table; their ids, ascending."""
 
-    def _before_commit(self, conn: Any) -> None:
+    def _before_commit(self, tx: Executor) -> None:
         """Called inside every insert transaction, after its rows and evictions are written."""
         return None  # nothing by default
 
@@ -244,17 +163,16 @@ class SQLTransitionStore(ABC):
         """Called after every insert transaction has committed (or joined an open :meth:`transaction`)."""
         return None  # nothing by default
 
-    def _execute(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement (written with ``?``) on a write connection; its cursor."""
-        return conn.execute(self.dialect.sql(sql), params)
-
-    def _executemany(self, conn: Any, sql: str, rows: Sequence[Sequence[Any]]) -> int:
-        """Run one statement (written with ``?``) once per row on a write connection; rows changed."""
-        if not rows:
-            return 0
-        cursor = conn.cursor()
-        cursor.executemany(self.dialect.sql(sql), rows)
-        return max(int(cursor.rowcount), 0)
+    def _create(self) -> None:
+        """Make the tables and indexes that are missing, and record the schema version in a new store."""
+        schema = self._db.dialect.schema(
+            _SCHEMA, meta=self._meta, transitions=self._transitions, evictions=self._evictions
+        )
+        version = (
+            f"INSERT INTO {self._meta} (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}') "
+            "ON CONFLICT DO NOTHING"
+        )
+        self._db.setup([*schema, version, *self._seed], lock_key=_SETUP_LOCK, meta_table=self._meta)
 
     def _check_schema_version(self) -> None:
         version = int(self.get_meta("schema_version") or 0)
@@ -265,29 +183,33 @@ class SQLTransitionStore(ABC):
                 f"{SCHEMA_VERSION}; export it with the version that wrote it and import it again"
             )
 
-    @abstractmethod
+    def transaction(self) -> AbstractContextManager[Any]:
+        """One transaction around several writes: they all commit at the end of the block, or none do.
+
+        Writes inside it (``insert``, ``set_meta``, ...) become savepoints of it. The writer lock is
+        held for the whole block, so other writers wait for it (up to their busy timeout).
+        """
+        return self._db.transaction()
+
     def close(self) -> None:
         """Close the connection(s) (idempotent)."""
+        self._db.close()
 
     # -- meta ---------------------------------------------------------------------------------------
 
     def get_meta(self, key: str) -> str | None:
         """Return a stored setting, or ``None``."""
-        rows = self._rows(f"SELECT value FROM {self.dialect.meta} WHERE key = ?", (key,))
+        rows = self._db.rows(f"SELECT value FROM {self._meta} WHERE key = ?", (key,))
         return None if not rows else str(rows[0][0])
 
     def set_meta(self, key: str, value: str) -> None:
         """Store a setting (inside :meth:`transaction`, as part of it)."""
-        try:
-            with self._write() as conn:
-                self._execute(
-                    conn,
-                    f"INSERT INTO {self.dialect.meta} (key, value) VALUES (?, ?) "
-                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    (key, value),
-                )
-        except self._errors as e:
-            raise self._error("could not write to", e) from e
+        with self._db.write() as tx:
+            tx.count(
+                f"INSERT INTO {self._meta} (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
 
     # -- writes -------------------------------------------------------------------------------------
 
@@ -315,33 +237,23 @@ class SQLTransitionStore(ABC):
             raise ValueError("transitions, keys and embeddings must have the same length")
         embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
         evicted: list[int] = []
-        try:
-            with self._write() as conn:
-                ids = self._insert_rows(conn, transitions, keys, embeddings) if transitions else []
-                if max_synthetic is not None and any(
-                    i is not None and t.source == "sim" for i, t in zip(ids, transitions, strict=True)
-                ):
-                    (count,) = self._execute(
-                        conn, f"SELECT COUNT(*) FROM {self.dialect.transitions} WHERE source = 'sim'"
-                    ).fetchone()
-                    if int(count) > max_synthetic:
-                        evicted = self._evict_oldest(conn, int(count) - max_synthetic)
-                self._before_commit(conn)
-        except self._errors as e:
-            raise self._error(f"could not write {len(transitions)} transitions to", e) from e
+        with self._db.write(f"could not write {len(transitions)} transitions to") as tx:
+            ids = self._insert_rows(tx, transitions, keys, embeddings) if transitions else []
+            if max_synthetic is not None and any(
+                i is not None and t.source == "sim" for i, t in zip(ids, transitions, strict=True)
+            ):
+                count = int(tx.rows(f"SELECT COUNT(*) FROM {self._transitions} WHERE source = 'sim'")[0][0])
+                if count > max_synthetic:
+                    evicted = self._evict_oldest(tx, count - max_synthetic)
+            self._before_commit(tx)
         self._after_commit()
         return ids, evicted
 
     def replace_embeddings(self, items: Iterable[tuple[int, np.ndarray]]) -> None:
         """Overwrite stored embeddings (after the embedder changed), in one transaction."""
         pairs = [(np.ascontiguousarray(v, dtype=np.float32).tobytes(), int(i)) for i, v in items]
-        try:
-            with self._write() as conn:
-                self._executemany(
-                    conn, f"UPDATE {self.dialect.transitions} SET embedding = ? WHERE id = ?", pairs
-                )
-        except self._errors as e:
-            raise self._error("could not write embeddings to", e) from e
+        with self._db.write("could not write embeddings to") as tx:
+            tx.many(f"UPDATE {self._transitions} SET embedding = ? WHERE id = ?", pairs)
 
     def set_reasoning(self, items: Iterable[tuple[str, int, str]]) -> int:
         """Record reasoning traces for stored steps, given as (episode id, step, reasoning).
@@ -352,23 +264,17 @@ class SQLTransitionStore(ABC):
         every trace already written and can resume where it stopped.
         """
         rows = [(r, e, int(s)) for e, s, r in items]
-        try:
-            with self._write() as conn:
-                return self._executemany(
-                    conn,
-                    f"UPDATE {self.dialect.transitions} SET reasoning = ? WHERE episode_id = ? AND step = ?",
-                    rows,
-                )
-        except self._errors as e:
-            raise self._error("could not write reasoning to", e) from e
+        with self._db.write("could not write reasoning to") as tx:
+            return tx.many(
+                f"UPDATE {self._transitions} SET reasoning = ? WHERE episode_id = ? AND step = ?", rows
+            )
 
     # -- reads --------------------------------------------------------------------------------------
 
     def count(self, *, domain: str | None = None, source: str | None = None) -> int:
         """Number of stored transitions, optionally of one domain and/or source."""
-        clauses, params = _filters(domain=domain, source=source)
-        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        return int(self._rows(f"SELECT COUNT(*) FROM {self.dialect.transitions}{where}", params)[0][0])
+        condition, params = where(domain=domain, source=source)
+        return int(self._db.rows(f"SELECT COUNT(*) FROM {self._transitions}{condition}", params)[0][0])
 
     def episode_row_ids(self, episode_ids: Iterable[str]) -> dict[str, set[int]]:
         """Ids of the stored transitions of each episode (read from the episode index, no row is touched)."""
@@ -376,33 +282,31 @@ class SQLTransitionStore(ABC):
         if not wanted:
             return {}
         found: dict[str, set[int]] = {e: set() for e in wanted}
-        for chunk in self.dialect.chunks(wanted):
-            condition, params = self.dialect.member("episode_id", chunk)
-            rows = self._rows(
-                f"SELECT episode_id, id FROM {self.dialect.transitions} WHERE {condition}", params
-            )
+        for chunk in self._db.dialect.chunks(wanted):
+            condition, params = self._db.dialect.member("episode_id", chunk)
+            rows = self._db.rows(f"SELECT episode_id, id FROM {self._transitions} WHERE {condition}", params)
             for episode_id, row_id in rows:
                 found[episode_id].add(int(row_id))
         return found
 
     def stats(self) -> list[tuple[str, str, int]]:
         """(domain, source, count) for every stored combination."""
-        rows = self._rows(
-            f"SELECT domain, source, COUNT(*) FROM {self.dialect.transitions} GROUP BY domain, source "
+        rows = self._db.rows(
+            f"SELECT domain, source, COUNT(*) FROM {self._transitions} GROUP BY domain, source "
             "ORDER BY domain, source"
         )
         return [(str(d), str(s), int(c)) for d, s, c in rows]
 
     def max_eviction_seq(self) -> int:
         """The sequence number of the latest eviction (0 when none happened)."""
-        return int(self._rows(f"SELECT COALESCE(MAX(seq), 0) FROM {self.dialect.evictions}")[0][0])
+        return int(self._db.rows(f"SELECT COALESCE(MAX(seq), 0) FROM {self._evictions}")[0][0])
 
     def rows_after(self, watermark: int, batch_size: int = 50_000) -> Iterator[list[StoredRow]]:
         """Yield, in batches, the (id, domain, episode, embedding) of every row with ``id > watermark``."""
         last = watermark
         while True:
-            rows = self._rows(
-                f"SELECT id, domain, episode_id, embedding FROM {self.dialect.transitions} WHERE id > ? "
+            rows = self._db.rows(
+                f"SELECT id, domain, episode_id, embedding FROM {self._transitions} WHERE id > ? "
                 "ORDER BY id LIMIT ?",
                 (last, batch_size),
                 binary=True,
@@ -414,8 +318,8 @@ class SQLTransitionStore(ABC):
 
     def evictions_after(self, seq: int) -> list[tuple[int, int, str]]:
         """(seq, id, domain) of every eviction after ``seq``."""
-        rows = self._rows(
-            f"SELECT seq, id, domain FROM {self.dialect.evictions} WHERE seq > ? ORDER BY seq", (seq,)
+        rows = self._db.rows(
+            f"SELECT seq, id, domain FROM {self._evictions} WHERE seq > ? ORDER BY seq", (seq,)
         )
         return [(int(s), int(i), str(d)) for s, i, d in rows]
 
@@ -424,11 +328,9 @@ class SQLTransitionStore(ABC):
         if not ids:
             return {}
         by_id: dict[int, Sequence[Any]] = {}
-        for chunk in self.dialect.chunks(list(dict.fromkeys(int(i) for i in ids))):
-            condition, params = self.dialect.member("id", chunk)
-            rows = self._rows(
-                f"SELECT id, {FIELDS} FROM {self.dialect.transitions} WHERE {condition}", params
-            )
+        for chunk in self._db.dialect.chunks(list(dict.fromkeys(int(i) for i in ids))):
+            condition, params = self._db.dialect.member("id", chunk)
+            rows = self._db.rows(f"SELECT id, {FIELDS} FROM {self._transitions} WHERE {condition}", params)
             by_id.update((int(r[0]), r) for r in rows)
         return {i: row_to_transition(by_id[i][1:]) for i in ids if i in by_id}
 
@@ -436,12 +338,11 @@ class SQLTransitionStore(ABC):
         self, *, domain: str | None = None, source: str | None = None, batch_size: int = 10_000
     ) -> Iterator[Transition]:
         """Yield every stored transition in insertion order, optionally of one domain and/or source."""
-        clauses, params = _filters(domain=domain, source=source)
-        where = " AND ".join(["id > ?", *clauses])
+        condition, params = where("id > ?", domain=domain, source=source)
         last = 0
         while True:
-            rows = self._rows(
-                f"SELECT id, {FIELDS} FROM {self.dialect.transitions} WHERE {where} ORDER BY id LIMIT ?",
+            rows = self._db.rows(
+                f"SELECT id, {FIELDS} FROM {self._transitions}{condition} ORDER BY id LIMIT ?",
                 [last, *params, batch_size],
             )
             if not rows:
@@ -454,17 +355,11 @@ class SQLTransitionStore(ABC):
         """Yield batches of (id, state, action) for re-embedding."""
         last = 0
         while True:
-            rows = self._rows(
-                f"SELECT id, state, action FROM {self.dialect.transitions} WHERE id > ? ORDER BY id LIMIT ?",
+            rows = self._db.rows(
+                f"SELECT id, state, action FROM {self._transitions} WHERE id > ? ORDER BY id LIMIT ?",
                 (last, batch_size),
             )
             if not rows:
                 return
             yield [(int(i), s, a) for i, s, a in rows]
             last = int(rows[-1][0])
-
-
-def _filters(**conditions: str | None) -> tuple[list[str], list[Any]]:
-    """``column = ?`` clauses and their parameters for the conditions that are set."""
-    used = {k: v for k, v in conditions.items() if v is not None}
-    return [f"{k} = ?" for k in used], list(used.values())

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from dreamgym_env.errors import StoreError
-from dreamgym_env.storage.sqlite import database_kind
-from dreamgym_env.storage.tables import PostgresTables, SQLiteTables, open_tables
+from dreamgym_env.storage.tables import SQLiteTables, open_tables, where
 from dreamgym_env.types import Task
 
 __all__ = ["Origin", "Outcome", "PoolTask", "Rejection", "TaskPool", "task_family", "POOL_SCHEMA_VERSION"]
@@ -32,13 +31,13 @@ Origin = Literal["seed", "generated", "external"]
 generator (``generated``), or first seen when an episode was pinned to it (``external``; recorded
 but never sampled)."""
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS curriculum_meta (
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS curriculum_meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS curriculum_tasks (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+)""",
+    """CREATE TABLE IF NOT EXISTS curriculum_tasks (
+    seq {serial},
     task_id TEXT NOT NULL UNIQUE,
     domain TEXT NOT NULL,
     instruction TEXT NOT NULL,
@@ -48,33 +47,31 @@ CREATE TABLE IF NOT EXISTS curriculum_tasks (
     origin TEXT NOT NULL CHECK (origin IN ('seed', 'generated', 'external')),
     family TEXT NOT NULL,
     depth INTEGER NOT NULL,
-    created_at REAL NOT NULL,
+    created_at {double} NOT NULL,
     created_episode INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS curriculum_tasks_domain ON curriculum_tasks (domain, origin);
-CREATE TABLE IF NOT EXISTS curriculum_outcomes (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+)""",
+    "CREATE INDEX IF NOT EXISTS curriculum_tasks_domain ON curriculum_tasks (domain, origin)",
+    """CREATE TABLE IF NOT EXISTS curriculum_outcomes (
+    seq {serial},
     task_id TEXT NOT NULL,
-    reward REAL NOT NULL,
+    reward {double} NOT NULL,
     success INTEGER NOT NULL,
-    timestamp REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS curriculum_outcomes_task ON curriculum_outcomes (task_id, seq);
-CREATE TABLE IF NOT EXISTS curriculum_rejections (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    timestamp {double} NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS curriculum_outcomes_task ON curriculum_outcomes (task_id, seq)",
+    """CREATE TABLE IF NOT EXISTS curriculum_rejections (
+    seq {serial},
     domain TEXT NOT NULL,
     parent_id TEXT,
     stage TEXT NOT NULL,
     reason TEXT NOT NULL,
     candidate TEXT NOT NULL,
-    created_at REAL NOT NULL
-);
-"""
-# The same tables in PostgreSQL: sequences for the AUTOINCREMENT keys, 8-byte floats for REAL.
-_PG_SCHEMA = _SCHEMA.replace("INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY").replace(
-    "REAL NOT NULL", "DOUBLE PRECISION NOT NULL"
+    created_at {double} NOT NULL
+)""",
+    "INSERT INTO curriculum_meta (key, value) VALUES "
+    f"('schema_version', '{POOL_SCHEMA_VERSION}') ON CONFLICT DO NOTHING",
 )
-_PG_SETUP_LOCK = 0x44474355  # advisory lock key for schema creation ("DGCU")
+_SETUP_LOCK = 0x44474355  # PostgreSQL's advisory lock key for schema creation ("DGCU")
 
 
 def task_family(task: Task) -> str:
@@ -199,52 +196,28 @@ class TaskPool:
         )
         self.path = self._db.location  # safe to show: a URL's password is redacted
         if read_only and isinstance(self._db, SQLiteTables):
-            self._check_is_pool(self._db)
-            self._check_version(
-                self._scalar("SELECT value FROM curriculum_meta WHERE key = 'schema_version'")
+            self._db.require(
+                {"curriculum_meta", "curriculum_tasks", "curriculum_outcomes", "curriculum_rejections"},
+                "give the pool file a training run wrote (CurriculumSampler(path))",
             )
-            return
-        statements = [x for x in (_PG_SCHEMA if self._db.dialect == "postgresql" else _SCHEMA).split(";")]
-        statements = [x for x in statements if x.strip()] + [
-            "INSERT INTO curriculum_meta (key, value) VALUES "
-            f"('schema_version', '{POOL_SCHEMA_VERSION}') ON CONFLICT DO NOTHING"
-        ]
+        else:
+            self._db.setup(
+                self._db.dialect.schema(_SCHEMA), lock_key=_SETUP_LOCK, meta_table="curriculum_meta"
+            )
+        self._check_version()
+
+    def _check_version(self) -> None:
         try:
-            if isinstance(self._db, PostgresTables):
-                self._db.setup(_PG_SETUP_LOCK, statements, meta_table="curriculum_meta")
-            else:
-                with self._db.write() as tx:
-                    for statement in statements:
-                        tx.count(statement)
             version = self._scalar("SELECT value FROM curriculum_meta WHERE key = 'schema_version'")
+            if int(version) != POOL_SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} holds a task pool of schema version {version}; "
+                    "this version of dreamgym_env reads "
+                    f"version {POOL_SCHEMA_VERSION}. Use a new pool file or the matching package version."
+                )
         except BaseException:
             self._db.close()
             raise
-        self._check_version(version)
-
-    def _check_is_pool(self, db: SQLiteTables) -> None:
-        """Refuse a file without the pool's tables, naming what it is (read-only opening only)."""
-        try:
-            found = db.table_names()
-        except StoreError:
-            db.close()
-            raise
-        if {"curriculum_meta", "curriculum_tasks", "curriculum_outcomes", "curriculum_rejections"} <= found:
-            return
-        db.close()
-        raise StoreError(
-            f"{self.path} is not a task pool: it is {database_kind(found)}; give the pool file a training "
-            "run wrote (CurriculumSampler(path))"
-        )
-
-    def _check_version(self, version: Any) -> None:
-        if int(version) != POOL_SCHEMA_VERSION:
-            self._db.close()
-            raise StoreError(
-                f"{self.path} holds a task pool of schema version {version}; "
-                "this version of dreamgym_env reads "
-                f"version {POOL_SCHEMA_VERSION}. Use a new pool file or the matching package version."
-            )
 
     # ------------------------------------------------------------------ tasks
     def add_tasks(self, tasks: Iterable[Task], origin: Origin = "seed") -> int:
@@ -293,14 +266,14 @@ class TaskPool:
 
     def tasks(self, *, domain: str | None = None, origin: Origin | None = None) -> list[PoolTask]:
         """Every task (optionally of one domain and/or origin), in insertion order."""
-        where, params = _filters(domain=domain, origin=origin)
-        rows = self._query(f"SELECT {_TASK_COLUMNS} FROM curriculum_tasks{where} ORDER BY seq", params)
+        condition, params = where(domain=domain, origin=origin)
+        rows = self._query(f"SELECT {_TASK_COLUMNS} FROM curriculum_tasks{condition} ORDER BY seq", params)
         return [_pool_task(row) for row in rows]
 
     def count(self, *, domain: str | None = None, origin: Origin | None = None) -> int:
         """Number of tasks (optionally of one domain and/or origin)."""
-        where, params = _filters(domain=domain, origin=origin)
-        return int(self._scalar(f"SELECT COUNT(*) FROM curriculum_tasks{where}", params))
+        condition, params = where(domain=domain, origin=origin)
+        return int(self._scalar(f"SELECT COUNT(*) FROM curriculum_tasks{condition}", params))
 
     def __len__(self) -> int:
         return self.count()
@@ -359,9 +332,9 @@ class TaskPool:
 
     def outcomes(self, *, task_id: str | None = None) -> Iterator[Outcome]:
         """Every recorded outcome (of one task, if given), oldest first."""
-        where, params = (" WHERE task_id = ?", (task_id,)) if task_id else ("", ())
+        condition, params = where(task_id=task_id or None)
         for seq, tid, reward, success, timestamp in self._query(
-            f"SELECT seq, task_id, reward, success, timestamp FROM curriculum_outcomes{where} ORDER BY seq",
+            f"SELECT seq, task_id, reward, success, timestamp FROM curriculum_outcomes{condition} ORDER BY seq",
             params,
         ):
             yield Outcome(seq, tid, reward, bool(success), timestamp)
@@ -458,13 +431,6 @@ def _pool_task(row: tuple[Any, ...]) -> PoolTask:
         parent_id=parent_id,
     )
     return PoolTask(task, origin, family, int(depth), float(created), int(episode), int(seq))
-
-
-def _filters(**conditions: str | None) -> tuple[str, tuple[str, ...]]:
-    used = {k: v for k, v in conditions.items() if v is not None}
-    if not used:
-        return "", ()
-    return " WHERE " + " AND ".join(f"{k} = ?" for k in used), tuple(used.values())
 
 
 def _dumps(value: Any) -> str:
