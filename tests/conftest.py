@@ -9,6 +9,11 @@ A test whose dependency is missing (vLLM, PostgreSQL, matplotlib, a real environ
 skips, however it says so (a fixture here or ``pytest.importorskip``), unless ``DREAMGYM_NO_SKIPS=1``
 (set by ``scripts/test.sh``, so in CI): then every skip is reported as a failure, and nothing goes
 silently untested. The summary line counts the skips either way.
+
+The trainers that cannot install beside this package (verl, verifiers) have venvs of their own
+(``scripts/install_integrations.sh``): their tests that need the real package are marked ``verl`` or
+``verifiers``, deselected (not skipped) where it does not import, and run by ``scripts/test.sh`` in
+those venvs with ``DREAMGYM_REQUIRE`` set, under which a package that does not import is an error.
 """
 
 from __future__ import annotations
@@ -36,6 +41,57 @@ if TYPE_CHECKING:
     from dreamgym_env.storage.pg_cluster import TemporaryPostgres
 
 NO_SKIPS_ENV = "DREAMGYM_NO_SKIPS"
+_DESELECTED = pytest.StashKey[list[str]]()
+
+#: Trainers whose real packages cannot install beside this package's pins, so their adapters are
+#: tested in a virtualenv each (made by ``scripts/install_integrations.sh``): marker -> (the module
+#: the tests need, that venv). Tests marked with one run where the module imports and are deselected
+#: (not skipped) elsewhere; ``scripts/test.sh`` runs each adapter's test file in its venv.
+SEPARATE_VENVS = {
+    "verl": ("verl.experimental.agent_loop.agent_loop", ".venv-verl"),
+    "verifiers": ("verifiers.v1", ".venv-verifiers"),
+}
+#: Comma-separated markers of :data:`SEPARATE_VENVS` whose module must import in this run: set by
+#: ``scripts/test.sh`` in those venvs, so a broken install fails instead of deselecting the tests.
+REQUIRE_ENV = "DREAMGYM_REQUIRE"
+
+
+def _importable(module: str) -> bool:
+    return importlib.util.find_spec(module.split(".")[0]) is not None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for marker, (module, venv) in SEPARATE_VENVS.items():
+        config.addinivalue_line(
+            "markers",
+            f"{marker}: needs the real {marker} package ({module}); runs in {venv} "
+            "(scripts/install_integrations.sh), deselected where it is not installed",
+        )
+    for marker in filter(None, os.environ.get(REQUIRE_ENV, "").split(",")):
+        module, venv = SEPARATE_VENVS[marker]
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise pytest.UsageError(
+                f"{REQUIRE_ENV}={marker} but {module} does not import ({e!r}): "
+                f"run scripts/install_integrations.sh and this file with {venv}/bin/python"
+            ) from e
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the tests of a trainer whose package this interpreter lacks (see :data:`SEPARATE_VENVS`)."""
+    absent = {m for m, (module, _) in SEPARATE_VENVS.items() if not _importable(module)}
+    if not absent:
+        return
+    keep, drop, markers = [], [], set()
+    for item in items:
+        hit = {m for m in absent if item.get_closest_marker(m)}
+        (drop if hit else keep).append(item)
+        markers |= hit
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+        config.stash[_DESELECTED] = sorted(markers)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -69,6 +125,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     skipped = len(terminalreporter.stats.get("skipped", []))
     strict = os.environ.get(NO_SKIPS_ENV) == "1"
     terminalreporter.write_line(f"skipped tests: {skipped} ({NO_SKIPS_ENV}={'1' if strict else 'unset'})")
+    absent = terminalreporter.config.stash.get(_DESELECTED, [])
+    if absent:
+        venvs = ", ".join(SEPARATE_VENVS[m][1] for m in absent)
+        terminalreporter.write_line(
+            f"deselected the tests marked {' or '.join(absent)}: they run in {venvs} (scripts/test.sh)"
+        )
 
 
 def _require(modules: tuple[str, ...], why: str) -> None:

@@ -11,11 +11,23 @@ Its own TextArena and OpenEnv tasksets drive text games that way, and so does th
   is an action for ``act``, each observation the next user turn, until the episode ends; the episode's
   return is recorded as the reward ``dreamgym_return`` and its success in ``trace.info``.
 
+verifiers loads an env by its taskset id, which must name an importable top-level module exporting
+the taskset and the env in ``__all__`` (an id with dots, such as this module's name, fails). Give it
+a one-file package, e.g. ``my_dreamgym/__init__.py``::
+
+    from dreamgym_env.integrations.verifiers import *  # noqa: F403
+    from dreamgym_env.integrations.verifiers import __all__  # noqa: F401
+
+and name it as the taskset id (``--env.taskset.id my_dreamgym``; ``env_id`` and ``env_kwargs`` go in the
+same taskset config). Give the player a chat agent (``--env.player.harness.id null``): without one,
+verifiers' default ``bash`` harness frames the policy as a coding agent with a shell tool.
+
 Environments come from one process-wide pool per configuration
 (:func:`~dreamgym_env.integrations.episodes.environments_for`), so every rollout shares one
 experience-model backend and connection pool. The episode logic is :func:`play_interaction`, which
-needs no verifiers and is tested against the interface (verifiers 0.4 requires ``openai<3``, older
-than the client this package uses, so it is not installed alongside; see ``docs/training_rl.md``).
+needs no verifiers. verifiers 0.4 requires ``openai<3``, older than the client this package uses, so
+it is not installed alongside: the tests run against the real verifiers in a venv of its own
+(``scripts/install_integrations.sh``; see ``docs/training_rl.md``).
 """
 
 from __future__ import annotations

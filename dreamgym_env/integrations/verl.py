@@ -15,9 +15,10 @@ action, the env steps, and the observation's tokens are appended with mask 0, un
 the turn limit or the response length is reached. ``reward_score`` is the episode's return.
 
 The token bookkeeping lives in :func:`run_episode`, which needs no verl: it takes any async
-``generate(prompt_ids) -> (token_ids, logprobs)`` and a Hugging Face tokenizer, so it is tested here
-against the interface (verl itself pins versions of transformers and tokenizers that this package's
-serving stack does not use, so it is not installed alongside; see ``docs/training_rl.md``).
+``generate(prompt_ids) -> (token_ids, logprobs)`` and a Hugging Face tokenizer. verl itself pins
+versions of transformers and tokenizers that this package's serving stack does not use, so it is not
+installed alongside: the tests run against the real verl in a venv of its own
+(``scripts/install_integrations.sh``; see ``docs/training_rl.md``).
 
 Configure the env in the agent loop's YAML (``actor_rollout_ref.rollout.agent.agent_loop_config_path``)::
 
@@ -177,14 +178,22 @@ async def run_episode(
 
 
 def _define_agent_loop() -> Any:
-    """Define and register the verl agent loop (only where verl is installed)."""
+    """Define and register the verl agent loop (only where verl is installed).
+
+    The class is defined here, on first access, so importing this module needs no verl; its
+    ``__qualname__`` is set to the module-level name, so the ``_target_`` that ``register`` records
+    (``module.qualname``) is one ``hydra.utils.instantiate`` can locate. An entry already registered
+    under :data:`AGENT_NAME` is kept: verl's worker loads the agent-loop YAML (with ``env_id``,
+    ``env_kwargs``...) before the first rollout imports this class, and registering over it would
+    drop that configuration for every later rollout.
+    """
+    from verl.experimental.agent_loop import agent_loop as verl_agent_loop
     from verl.experimental.agent_loop.agent_loop import (
         AgentLoopBase,
         AgentLoopOutput,
         register,
     )
 
-    @register(AGENT_NAME)
     class DreamGymAgentLoop(AgentLoopBase):  # type: ignore[misc]
         """verl's agent loop for one DreamGym episode (see the module docstring)."""
 
@@ -241,6 +250,10 @@ def _define_agent_loop() -> Any:
                 extra_fields={"success": tokens.success, "actions": tokens.actions},
             )
 
+    DreamGymAgentLoop.__qualname__ = "DreamGymAgentLoop"
+    registry = getattr(verl_agent_loop, "_agent_loop_registry", None)
+    if registry is None or AGENT_NAME not in registry:
+        register(AGENT_NAME)(DreamGymAgentLoop)
     return DreamGymAgentLoop
 
 
