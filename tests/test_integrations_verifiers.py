@@ -14,7 +14,7 @@ the tests marked ``verifiers`` are deselected.
 
 verifiers resolves a taskset id to an importable top-level module that exports the taskset (and the
 env) in ``__all__``; ``dreamgym_env.integrations.verifiers`` is not one (an id with dots fails), so
-these tests load the adapter through a one-file package re-exporting it, as a user does.
+these tests load it through the package's ``dreamgym_verifiers``, as a user does.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ C = TypeVar("C")
 
 REAL_VERIFIERS = importlib.util.find_spec("verifiers") is not None
 #: The taskset id: a package in the test's folder that re-exports the adapter (see the docstring).
-TASKSET_ID = "dreamgym_toy_taskset"
+TASKSET_ID = "dreamgym_verifiers"
 
 
 def stand_in_verifiers(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,14 +105,7 @@ def adapter(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
         stand_in_verifiers(monkeypatch)
     toy_envs(ScriptedBackend(room_world))  # registers the toy id
     module = importlib.import_module("dreamgym_env.integrations.verifiers")
-    package = tmp_path / "plugins" / TASKSET_ID
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text(
-        "from dreamgym_env.integrations.verifiers import *  # noqa: F403\n"
-        "from dreamgym_env.integrations.verifiers import __all__  # noqa: F401\n"
-    )
-    monkeypatch.syspath_prepend(str(package.parent))
-    monkeypatch.delitem(sys.modules, TASKSET_ID, raising=False)
+    monkeypatch.delitem(sys.modules, TASKSET_ID, raising=False)  # re-export the module imported above
     # verifiers' agent runs its chat program with uv, which scripts/install_integrations.sh puts beside python.
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     return module

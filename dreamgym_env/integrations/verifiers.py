@@ -12,14 +12,10 @@ Its own TextArena and OpenEnv tasksets drive text games that way, and so does th
   return is recorded as the reward ``dreamgym_return`` and its success in ``trace.info``.
 
 verifiers loads an env by its taskset id, which must name an importable top-level module exporting
-the taskset and the env in ``__all__`` (an id with dots, such as this module's name, fails). Give it
-a one-file package, e.g. ``my_dreamgym/__init__.py``::
-
-    from dreamgym_env.integrations.verifiers import *  # noqa: F403
-    from dreamgym_env.integrations.verifiers import __all__  # noqa: F401
-
-and name it as the taskset id (``--env.taskset.id my_dreamgym``; ``env_id`` and ``env_kwargs`` go in the
-same taskset config). Give the player a chat agent (``--env.player.harness.id null``): without one,
+the taskset and the env in ``__all__`` (an id with dots, such as this module's name, fails): the
+package installs :mod:`dreamgym_verifiers` for that, so the id is ``dreamgym_verifiers``
+(``--env.taskset.id dreamgym_verifiers``; ``env_id`` and ``env_kwargs`` go in the same taskset config).
+Give the player a chat agent (``--env.player.harness.id null``): without one,
 verifiers' default ``bash`` harness frames the policy as a coding agent with a shell tool.
 
 Environments come from one process-wide pool per configuration
