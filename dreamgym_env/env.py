@@ -46,8 +46,8 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
     Outcome-based and binary: 1.0 on the final step of a successful episode, else 0.0.
 
     ## Episode End
-    Terminated when the model says ``done``; truncated after ``max_steps`` steps (WebShop 15, ALFWorld
-    50, WebArena 30 by default).
+    Terminated when the model says ``done``; truncated after ``max_steps`` steps (by default the
+    domain's limit, :data:`dreamgym_env.domains.BUILTIN_DOMAINS`, which also says how to override it).
 
     An action that is empty, too long, not text (control characters, lone surrogates) or outside the
     grammar (and not among the admissible actions) is not sent to the model: the state is unchanged,

@@ -157,7 +157,7 @@ class EpisodeEnv(gym.Env[str, str]):
 
     Args:
         domain: The domain whose formats and action grammar the env speaks (name or :class:`Domain`).
-        max_steps: Truncation limit; default the domain's (ALFWorld 50, WebShop 15, WebArena 30...).
+        max_steps: Truncation limit; default the domain's (:data:`dreamgym_env.domains.BUILTIN_DOMAINS`).
         max_state_chars: Longest state; a longer one is cut at the end (:func:`fit_state`).
         max_action_chars: Longest accepted action.
         render_mode: ``"ansi"`` or ``"human"``.

@@ -17,11 +17,12 @@ BUILTIN_IDS: dict[str, str] = {builtin.env_id: name for name, builtin in BUILTIN
 def register_envs() -> None:
     """Register every built-in simulated and real id (idempotent, so re-imports are harmless).
 
-    Each simulated id carries its domain's step limit as ``max_episode_steps`` (WebShop 15, ALFWorld
-    50, WebArena 30, TextWorld 50), which is the env's own ``max_steps`` default: ``gymnasium.make``
-    adds its ``TimeLimit`` at that same step, and ``gymnasium.make_vec`` hands it to the native vector
-    env, which truncates its sub-envs there itself (no ``TimeLimit`` on top). So the episode ends once,
-    at the first of the two limits (see ``docs/env.md``).
+    Each simulated id carries its domain's step limit as ``max_episode_steps``, read from the domain
+    table (:data:`dreamgym_env.domains.BUILTIN_DOMAINS`, which the domain class reads too), so it is the
+    env's own ``max_steps`` default: ``gymnasium.make`` adds its ``TimeLimit`` at that same step, and
+    ``gymnasium.make_vec`` hands it to the native vector env, which truncates its sub-envs there itself
+    (no ``TimeLimit`` on top). So the episode ends once, at the first of the two limits (see
+    ``docs/env.md``).
     """
     from dreamgym_env.real import register_real_envs
 

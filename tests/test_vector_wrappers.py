@@ -9,7 +9,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import dreamgym_env  # noqa: F401  (registers the ids)
 from dreamgym_env.buffer.embedders import HashingEmbedder
-from dreamgym_env.domains import BUILTIN_DOMAINS, get_domain
+from dreamgym_env.domains import get_domain
 from dreamgym_env.env import DreamGymEnv
 from dreamgym_env.errors import ConfigError, DreamGymError
 from dreamgym_env.registration import BUILTIN_IDS
@@ -132,12 +132,39 @@ def test_bad_autoreset_mode_and_step_limit_are_config_errors() -> None:
 
 
 # ------------------------------------------------------------------ step limits
-@pytest.mark.parametrize("env_id", sorted(BUILTIN_IDS))
-def test_each_id_registers_its_domains_step_limit(env_id: str) -> None:
-    name = BUILTIN_IDS[env_id]
-    assert gym.spec(env_id).max_episode_steps == get_domain(name).max_steps == BUILTIN_DOMAINS[name].max_steps
+STEP_LIMITS = {
+    "DreamGym/WebShop-v0": 15,
+    "DreamGym/ALFWorld-v0": 50,
+    "DreamGym/WebArena-v0": 30,
+    "DreamGym/MiniWoB-v0": 10,
+    "DreamGym/TextWorld-v0": 50,
+}
+
+
+def test_every_id_has_a_step_limit() -> None:
+    assert set(STEP_LIMITS) == set(BUILTIN_IDS)
+
+
+@pytest.mark.parametrize(("env_id", "limit"), sorted(STEP_LIMITS.items()))
+def test_each_id_truncates_where_it_registers_its_step_limit(env_id: str, limit: int) -> None:
+    # The registered max_episode_steps is where an env of the id truncates, on its own (not only by
+    # Gymnasium's TimeLimit) and in the native vector env (which has no TimeLimit).
+    assert gym.spec(env_id).max_episode_steps == limit
+    task = get_domain(BUILTIN_IDS[env_id]).seed_tasks()[0]
     env = gym.make(env_id, backend="scripted")
-    assert env.spec is not None and env.spec.max_episode_steps == env.unwrapped.max_steps  # type: ignore[attr-defined]
+    env.reset(seed=0, options={"task": task})
+    for t in range(1, limit + 1):  # noqa: B007  (t is the step that truncated)
+        *_, terminated, truncated, _ = env.step("")  # invalid: counts, never terminates, no model call
+        if truncated:
+            break
+    assert (t, terminated, truncated) == (limit, False, True)
+    assert env.unwrapped._ended  # type: ignore[attr-defined]  # the env's own limit fired
+    envs = gym.make_vec(env_id, num_envs=1, backend="scripted")
+    envs.reset(seed=0, options={"task": task})
+    ends = [bool(envs.step([""])[3][0]) for _ in range(limit)]
+    assert ends == [False] * (limit - 1) + [True]
+    env.close()
+    envs.close()
 
 
 def test_single_env_truncates_once_at_the_limit_with_its_own_outcome() -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dreamgym_env.domains import BUILTIN_DOMAINS
 from dreamgym_env.domains.alfworld_tasks import (
     ALFWORLD_TOOLS,
     load_alfworld_react_tasks,
@@ -201,7 +202,7 @@ class ALFWorldDomain(Domain):
 
     name = "alfworld"
     env_id = "DreamGym/ALFWorld-v0"
-    max_steps = 50
+    max_steps = BUILTIN_DOMAINS[name].max_steps  # the one definition: the domain table
     task_fact_keys = ("task_type", "object", "receptacle", "lamp")
     instructions = _INSTRUCTIONS
     action_help = (

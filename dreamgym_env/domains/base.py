@@ -40,7 +40,9 @@ class Domain(ABC):
     Attributes:
         name: Short lowercase identifier, e.g. ``"webshop"``.
         env_id: The Gymnasium id the domain is registered under, e.g. ``"DreamGym/WebShop-v0"``.
-        max_steps: Default episode step limit (truncation).
+        max_steps: Default episode step limit (truncation). A built-in domain reads its own from
+            :data:`dreamgym_env.domains.BUILTIN_DOMAINS`, the one definition (how it is overridden
+            per env is said there).
         instructions: The experience model's system text: how this world behaves, the abstract state
             format with an example, what counts as success. Fixed per domain so vLLM's prefix cache
             shares it across every request.

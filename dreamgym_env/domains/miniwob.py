@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dreamgym_env.domains import BUILTIN_DOMAINS
 from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.domains.task_files import read_jsonl, require
 from dreamgym_env.domains.webarena import WebArenaDomain
@@ -158,7 +159,7 @@ class MiniWoBDomain(Domain):
 
     name = "miniwob"
     env_id = "DreamGym/MiniWoB-v0"
-    max_steps = 10
+    max_steps = BUILTIN_DOMAINS[name].max_steps  # the one definition: the domain table
     task_fact_keys = ("miniwob_task",)
     instructions = _INSTRUCTIONS
     open_actions = True

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dreamgym_env.domains import BUILTIN_DOMAINS
 from dreamgym_env.domains.base import Domain, InitialState, StepOutcome
 from dreamgym_env.domains.textworld_facts import (
     QUEST_PREFIX,
@@ -210,12 +211,12 @@ class TextWorldDomain(Domain):
 
     Actions: TextWorld's command grammar (see :attr:`action_help`).
 
-    Episode end: the quest is complete (success) or lost, or the step limit (50).
+    Episode end: the quest is complete (success) or lost, or the step limit.
     """
 
     name = "textworld"
     env_id = "DreamGym/TextWorld-v0"
-    max_steps = 50
+    max_steps = BUILTIN_DOMAINS[name].max_steps  # the one definition: the domain table
     instructions = _INSTRUCTIONS
     task_fact_keys = ("world", "goal")
     step_fact_keys = ("world",)

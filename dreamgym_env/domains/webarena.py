@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 import numpy as np
 
+from dreamgym_env.domains import BUILTIN_DOMAINS
 from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.domains.webarena_tasks import load_webarena_tasks
 from dreamgym_env.errors import DomainError
@@ -364,7 +365,7 @@ class WebArenaDomain(Domain):
 
     name = "webarena"
     env_id = "DreamGym/WebArena-v0"
-    max_steps = 30
+    max_steps = BUILTIN_DOMAINS[name].max_steps  # the one definition: the domain table
     task_fact_keys = ("sites", "eval.reference_answers", "eval.reference_url")
     instructions = _INSTRUCTIONS
     open_actions = True

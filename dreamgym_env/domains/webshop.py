@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from dreamgym_env.domains import BUILTIN_DOMAINS
 from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.domains.webshop_tasks import OPTIONS_KEY, load_webshop_goals
 from dreamgym_env.types import Task
@@ -251,7 +252,7 @@ class WebShopDomain(Domain):
 
     name = "webshop"
     env_id = "DreamGym/WebShop-v0"
-    max_steps = 15
+    max_steps = BUILTIN_DOMAINS[name].max_steps  # the one definition: the domain table
     task_fact_keys = GOAL_FACT_KEYS
     instructions = _INSTRUCTIONS
     action_help = (

@@ -28,7 +28,7 @@ class RealTextEnv(EpisodeEnv):
 
     Args:
         domain: The simulated domain whose interface this env speaks (name or :class:`Domain`).
-        max_steps: Truncation limit; default the domain's (ALFWorld 50, WebShop 15, WebArena 30...).
+        max_steps: Truncation limit; default the domain's (:data:`dreamgym_env.domains.BUILTIN_DOMAINS`).
         max_state_chars: Longest observation, as in the simulated env (default the same); longer real
             observations are cut at the end.
         max_action_chars: Longest accepted action.

@@ -390,7 +390,8 @@ def play_noisy_expert(
     losses as well as winning lines. Everything is seeded: the same arguments give the same
     transitions. Each transition's metadata holds what ``dreamgym build-sft`` reads (``task_metadata``,
     ``admissible_actions`` after the step, ``prev_admissible_actions`` before it), the policy, the game
-    file and, when given, the game's suite ``split``.
+    file and, when given, the game's suite ``split``. ``max_steps`` is this collection's episode length
+    (30 by default, shorter than the domain's limit), not the domain's step limit.
     """
     game = str(game)
     env = TextWorldRealEnv([game], max_steps=max_steps)
