@@ -2,7 +2,8 @@
 
 ``docs/experience_model.md`` tells a user to serve the shipped model and make the env with only
 ``base_url``, ``model="textworld"`` and ``tasks=tasks_from_games(games)``; everything else comes from
-the model's name. This plays a seeded random policy (admissible commands) through exactly that env on
+the model's name (its settings, and its shipped demonstrations where the env gets no ``retriever``).
+This plays a seeded random policy (admissible commands) through exactly that env on
 games made from seeds the suite never uses, and counts the transitions that failed (a step that raised,
 or one the env answered with ``model_error``: an unparsable answer kept as the old state).
 
@@ -12,6 +13,7 @@ or one the env answered with ``model_error``: an unparsable answer kept as the o
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import tempfile
 import time
@@ -50,6 +52,7 @@ def main() -> None:
             )
             rng = np.random.default_rng(args.seed)
             failed, errors, episodes, done = 0, [], 0, 0
+            answered_by: collections.Counter[str] = collections.Counter()
             failures: list[dict[str, object]] = []  # what a failed step was asked, and its last answer
             start = time.perf_counter()
             state, info = env.reset(seed=args.seed)
@@ -65,6 +68,7 @@ def main() -> None:
                     )
                     terminated, truncated = True, False
                 else:
+                    answered_by[str(info.get("answered_by", "?"))] += 1
                     if info.get("model_error"):
                         failed += 1
                         errors.append(str(info["model_error"])[:300])
@@ -82,6 +86,7 @@ def main() -> None:
         "episodes_ended": episodes,
         "seconds": round(seconds, 1),
         "games": args.games,
+        "answered_by": dict(answered_by),
         "errors": errors[:20],
         "failures": failures[:20],
     }

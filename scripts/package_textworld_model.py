@@ -265,8 +265,16 @@ def main_cli() -> None:
         print(f"{manifest['demonstrations']['transitions']} demonstrations in {args.dest}")
         return
     if args.evaluate and args.row:
-        metrics = evaluate(args.run, args.model, args.limit, results=f"results-{args.row}")
         training = json.loads((args.model / "dreamgym_training.json").read_text(encoding="utf-8"))
+        if (args.model / ADAPTER_FILES[0]).is_file():  # what merging the adapter into its base checks
+            row_manifest = {
+                "base": training["config"]["base_model"],
+                "weights_sha256": weights_checksum(args.model),
+            }
+            (args.model / "manifest.json").write_text(
+                json.dumps(row_manifest, indent=1) + "\n", encoding="utf-8"
+            )
+        metrics = evaluate(args.run, args.model, args.limit, results=f"results-{args.row}")
         write_results(
             metrics, {"weights_sha256": weights_checksum(args.model), "training": training}, args.row
         )
