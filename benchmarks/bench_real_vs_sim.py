@@ -106,7 +106,7 @@ def main() -> None:
     server = None
     if shutil.which("chromium"):
         try:
-            from dreamgym_env.real.webarena import BrowserGymRealEnv
+            from dreamgym_env.real.webarena import WebArenaRealEnv
 
             (work / "index.html").write_text(PAGE)
             handler = functools.partial(_QuietHandler, directory=str(work))
@@ -117,7 +117,7 @@ def main() -> None:
                 (
                     "WebArena",
                     "real (BrowserGym + Chromium, loopback page)",
-                    lambda: BrowserGymRealEnv(start_url=url, goal="bench"),
+                    lambda: WebArenaRealEnv(start_url=url, goal="bench"),
                 )
             )
             rows.append(

@@ -31,7 +31,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 import dreamgym_env  # noqa: F401 - registers the ids
 from dreamgym_env import ScriptedBackend
-from dreamgym_env.wrappers import DiscreteActions, SB3VecEnv, TextEmbedding
+from dreamgym_env.integrations.sb3 import SB3VecEnv
+from dreamgym_env.wrappers import DiscreteActions, TextEmbedding
 
 ENV_ID = "DreamGym/ALFWorld-v0"
 MAX_ACTIONS = 16

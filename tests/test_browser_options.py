@@ -12,7 +12,7 @@ from dreamgym_env.errors import ConfigError
 from dreamgym_env.real.browser import DEFAULT_CHROMIUM_FLAGS, BrowserOptions
 from dreamgym_env.real.miniwob import DEFAULT_MINIWOB_TASKS, MiniWoBRealEnv
 from dreamgym_env.real.miniwob_policies import SOLVED_TASKS
-from dreamgym_env.real.webarena import BrowserGymRealEnv
+from dreamgym_env.real.webarena import WebArenaRealEnv
 
 KEYWORDS = {
     "executable_path": None,
@@ -23,7 +23,7 @@ KEYWORDS = {
 }
 
 MAKERS = {
-    "webarena": lambda **kw: BrowserGymRealEnv(start_url="http://127.0.0.1:1/", goal="look", **kw),
+    "webarena": lambda **kw: WebArenaRealEnv(start_url="http://127.0.0.1:1/", goal="look", **kw),
     "miniwob": lambda **kw: MiniWoBRealEnv(task="click-button", **kw),
 }
 

@@ -110,7 +110,7 @@ def ray_local():  # type: ignore[no-untyped-def]
 def test_rllib_ppo_one_iteration_on_the_native_vector_env(ray_local) -> None:  # type: ignore[no-untyped-def]
     from ray.rllib.algorithms.ppo import PPOConfig
 
-    from dreamgym_env.wrappers import register_rllib_envs
+    from dreamgym_env.integrations.rllib import register_rllib_envs
 
     register_rllib_envs()
     config = (
@@ -143,12 +143,12 @@ def test_rllib_ppo_one_iteration_on_the_native_vector_env(ray_local) -> None:  #
 
 def test_importing_the_adapters_does_not_import_ray_and_a_missing_rllib_names_the_extra() -> None:
     code = (
-        "import sys, dreamgym_env.wrappers\n"
+        "import sys, dreamgym_env.integrations.rllib\n"
         "assert 'ray' not in sys.modules\n"
         "sys.modules['ray'] = None\n"
         "from dreamgym_env.errors import DependencyNotInstalled\n"
         "try:\n"
-        "    dreamgym_env.wrappers.register_rllib_envs()\n"
+        "    dreamgym_env.integrations.rllib.register_rllib_envs()\n"
         "except DependencyNotInstalled as e:\n"
         "    assert 'dreamgym-env[rllib]' in str(e), e\n"
         "else:\n"
@@ -158,7 +158,7 @@ def test_importing_the_adapters_does_not_import_ray_and_a_missing_rllib_names_th
 
 
 def test_register_rllib_envs_rejects_unknown_ids(ray_local) -> None:  # type: ignore[no-untyped-def]
-    from dreamgym_env.wrappers import register_rllib_envs
+    from dreamgym_env.integrations.rllib import register_rllib_envs
 
     with pytest.raises(ConfigError, match="Not registered Gymnasium ids"):
         register_rllib_envs(["DreamGym/Nope-v0"])

@@ -62,9 +62,9 @@ def _alfworld(request: pytest.FixtureRequest, **kw: Any) -> EpisodeEnv:
 
 
 def _webarena(request: pytest.FixtureRequest, **kw: Any) -> EpisodeEnv:
-    from dreamgym_env.real.webarena import BrowserGymRealEnv
+    from dreamgym_env.real.webarena import WebArenaRealEnv
 
-    return BrowserGymRealEnv(start_url=request.getfixturevalue("page_url"), goal="Show the answer", **kw)
+    return WebArenaRealEnv(start_url=request.getfixturevalue("page_url"), goal="Show the answer", **kw)
 
 
 RealFactory = Callable[..., EpisodeEnv]

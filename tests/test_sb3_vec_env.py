@@ -18,7 +18,8 @@ import dreamgym_env  # noqa: E402, F401 - registers the ids
 from dreamgym_env import DreamGymEnv, DreamGymVectorEnv, ScriptedBackend  # noqa: E402
 from dreamgym_env.buffer.embedders import HashingEmbedder  # noqa: E402
 from dreamgym_env.errors import ConfigError  # noqa: E402
-from dreamgym_env.wrappers import DiscreteActions, SB3VecEnv, TextEmbedding  # noqa: E402
+from dreamgym_env.integrations.sb3 import SB3VecEnv
+from dreamgym_env.wrappers import DiscreteActions, TextEmbedding  # noqa: E402
 from tests._toy import ToyDomain  # noqa: E402
 
 K = 6  # the toy domain lists 4 actions (go[1..3], stop): indices 4 and 5 have none behind them
@@ -241,7 +242,7 @@ def test_importing_the_package_does_not_import_sb3_and_a_missing_sb3_names_the_e
         "sys.modules['stable_baselines3'] = None\n"
         "from dreamgym_env.errors import DependencyNotInstalled\n"
         "try:\n"
-        "    from dreamgym_env.wrappers import SB3VecEnv\n"
+        "    from dreamgym_env.integrations.sb3 import SB3VecEnv\n"
         "except DependencyNotInstalled as e:\n"
         "    assert 'dreamgym-env[sb3]' in str(e), e\n"
         "else:\n"

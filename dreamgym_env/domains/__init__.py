@@ -99,7 +99,7 @@ BUILTIN_DOMAINS: dict[str, BuiltinDomain] = {
         env_id="DreamGym/WebArena-v0",
         entry_point="dreamgym_env.domains.webarena:WebArenaDomain",
         max_steps=30,
-        real=RealEnv("DreamGym/WebArena-Real-v0", "dreamgym_env.real.webarena:BrowserGymRealEnv", True),
+        real=RealEnv("DreamGym/WebArena-Real-v0", "dreamgym_env.real.webarena:WebArenaRealEnv", True),
         task_format="dreamgym_env.curriculum.formats:WEBARENA_FORMAT",
         validator="dreamgym_env.curriculum.validators:validate_webarena",
     ),

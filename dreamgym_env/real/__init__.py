@@ -11,7 +11,7 @@ id                              wrapper                                 engine (
 ``DreamGym/ALFWorld-Real-v0``   :class:`~.alfworld.ALFWorldRealEnv`     alfworld + TextWorld
 ``DreamGym/TextWorld-Real-v0``  :class:`~.textworld.TextWorldRealEnv`   textworld (``tw-make``)
 ``DreamGym/WebShop-Real-v0``    :class:`~.webshop.WebShopRealEnv`       a WebShop checkout
-``DreamGym/WebArena-Real-v0``   :class:`~.webarena.BrowserGymRealEnv`   browsergym-core + Chromium
+``DreamGym/WebArena-Real-v0``   :class:`~.webarena.WebArenaRealEnv`   browsergym-core + Chromium
 ``DreamGym/MiniWoB-Real-v0``    :class:`~.miniwob.MiniWoBRealEnv`       browsergym-miniwob + miniwob
 =============================== ======================================= ===========================
 """

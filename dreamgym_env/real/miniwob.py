@@ -20,8 +20,8 @@ from typing import Any
 from dreamgym_env.domains.miniwob import MiniWoBDomain, miniwob_display_urls, miniwob_task
 from dreamgym_env.episode import EpisodeStart
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
+from dreamgym_env.real.browser import BrowserGymEnv
 from dreamgym_env.real.miniwob_policies import SOLVED_TASKS
-from dreamgym_env.real.webarena import BrowserGymEnvBase
 from dreamgym_env.types import Task
 
 __all__ = [
@@ -84,7 +84,7 @@ def serve_miniwob(root: str | os.PathLike[str] | None = None) -> str:
     return f"http://127.0.0.1:{server.server_address[1]}/{pages.name}/"
 
 
-class MiniWoBRealEnv(BrowserGymEnvBase):
+class MiniWoBRealEnv(BrowserGymEnv):
     """A real MiniWoB++ task in Chromium (BrowserGym), observed like ``DreamGym/MiniWoB-v0``.
 
     ## Description
@@ -110,7 +110,7 @@ class MiniWoBRealEnv(BrowserGymEnvBase):
     ``base_url``: where the pages are (default: a loopback server, :func:`serve_miniwob`).
     Browser keywords (``executable_path``, ``chromium_flags``, ``headless``, ``visible_only``,
     ``state_mapper``, ``browser_kwargs``: :class:`~dreamgym_env.real.browser.BrowserOptions`) and
-    recording (``record_dir``) as :class:`~dreamgym_env.real.webarena.BrowserGymRealEnv`.
+    recording (``record_dir``) as :class:`~dreamgym_env.real.webarena.WebArenaRealEnv`.
     Reset options: ``{"task": "click-button" or Task, "page_seed": int}`` (the page seed is otherwise
     drawn from the env's RNG).
 

@@ -125,7 +125,7 @@ def make_train_envs(args: PPOSettings, kwargs: dict[str, Any]) -> Any:
 
     if args.env_id.endswith("-Real-v0"):
         return make_vec_env(lambda: make_env(args, kwargs), n_envs=args.num_envs, seed=args.seed)
-    from dreamgym_env.wrappers import SB3VecEnv
+    from dreamgym_env.integrations.sb3 import SB3VecEnv
 
     envs = SB3VecEnv.make(args.env_id, args.num_envs, max_actions=args.max_actions, fields=FIELDS, **kwargs)
     envs.seed(args.seed)
