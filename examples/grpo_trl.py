@@ -1,178 +1,147 @@
-"""The paper's loop on a CPU: SFT warm start on real expert play, GRPO in the simulator, then the real games.
+"""GRPO in the dream moves real success: a pretrained LLM policy, TRL's GRPOTrainer, real TextWorld games.
 
-1. Builds TextWorld games of the package's suite (training and held-out) and fills a replay buffer
-   with real expert episodes of the training games (``play_noisy_expert``).
-2. Builds a tiny policy language model on the spot (a BPE trained on the episodes, Qwen3's chat
-   template as TRL ships it, a small Qwen2 network) and warm-starts it with TRL's ``SFTTrainer``
-   (``assistant_only_loss``) on the buffer's expert episodes, written as ``act`` tool calls.
-3. Measures its real success on the held-out games.
-4. Trains it with TRL's ``GRPOTrainer`` through :mod:`dreamgym_env.integrations.trl` against
-   ``DreamGym/TextWorld-v0``: the shipped TextWorld experience model served by vLLM (``--experience
-   smoke`` uses the smoke model, ``scripted`` the scripted backend: plumbing only), with the
-   curriculum choosing the tasks of the training games.
-5. Measures real success on the held-out games again.
+1. Makes TextWorld coin-collector games (levels 2 and 3: walk where the task says, take the coin),
+   training and held-out, from disjoint seeds.
+2. Builds the policy: SmolLM2-135M-Instruct from its PyPI wheel with LoRA
+   (:func:`dreamgym_env.training.policy.pretrained_tool_policy`), and warm-starts it on the *format*
+   only: TRL's SFT on real episodes whose actions were drawn at random among the admissible ones,
+   written as ``act`` tool calls (loss on the calls). It learns to call the tool, not which action wins.
+3. Measures its success in the **real** games (held-out and training), ``--eval-episodes`` episodes
+   each, once per seed, served by vLLM (:func:`~dreamgym_env.training.policy.play_tool_policy`).
+4. For each seed: TRL's ``GRPOTrainer`` with the package's ``environment_factory``
+   (:mod:`dreamgym_env.integrations.trl`) against ``DreamGym/TextWorld-v0``, the shipped TextWorld
+   experience model served by vLLM, the curriculum choosing the training games' tasks; then the real
+   games again.
+5. Writes ``summary.json`` (and, with ``--results``, the figures as ``docs/results/grpo.json``).
 
-    python examples/grpo_trl.py                      # a small run (CPU, 4-10 minutes on two cores)
-    python examples/grpo_trl.py --sft-steps 20 --grpo-steps 1 --eval-episodes 2 --experience scripted
+Each stage writes its result under ``--out-dir`` and is skipped when it is there, so a run stopped
+between stages resumes where it was.
 
-Everything is seeded; the figures are a tiny model's, meant to show the loop works end to end.
+    python examples/grpo_trl.py                          # 3 seeds, the table in docs/training_rl.md
+    python examples/grpo_trl.py --seeds 0 --grpo-steps 2 --eval-episodes 8 --experience scripted
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
+import random
+import statistics
 import time
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 import dreamgym_env  # noqa: F401 - registers the ids
-from dreamgym_env.buffer import ReplayBuffer
+from dreamgym_env.curriculum import CurriculumSampler
 from dreamgym_env.integrations.trl import DreamGymEnvironments, DreamGymToolEnv
-from dreamgym_env.real.textworld import play_noisy_expert, tasks_from_games
-from dreamgym_env.real.textworld_suite import build_suite
-from dreamgym_env.training.collector import default_observation_message
+from dreamgym_env.real.textworld import make_games, tasks_from_games
+
+SYSTEM_PROMPT = (
+    "You are an agent in a text game. Each turn, call the act tool with exactly one of the admissible "
+    "actions. Do what the task says, in its order."
+)
 
 
 @dataclass
 class Args:
     out_dir: str = "runs/grpo_trl"
-    train_games: int = 8
-    heldout_games: int = 2
-    # Real episodes per training game: the first is the expert's (the SFT data), the rest noisy.
-    expert_episodes: int = 1
+    levels: str = "2,3"  # tw-coin_collector levels, games alternate between them
+    train_games: int = 32
+    heldout_games: int = 16
     max_steps: int = 6
-    hidden_size: int = 64
-    layers: int = 2
-    sft_steps: int = 250
-    grpo_steps: int = 2
-    num_generations: int = 2
-    max_completion_length: int = 256
-    eval_episodes: int = 4
+    warmup_episodes: int = 2  # random-action real episodes per training game, for the format warm start
+    sft_steps: int = 30
+    sft_lr: float = 2e-4
+    grpo_steps: int = 24
+    num_generations: int = 4
+    batch_size: int = 8
+    learning_rate: float = 1e-4
+    max_completion_length: int = 1024
     temperature: float = 1.0
-    experience: str = "shipped"  # shipped | smoke | scripted
-    seed: int = 0
+    eval_episodes: int = 112
+    seeds: str = "0,1,2"
+    experience: str = "shipped"  # shipped | scripted (plumbing only)
+    results: str = ""  # also write the before/after figures here (docs/results/grpo.json)
 
 
-def expert_chats(buffer: ReplayBuffer, system: str) -> list[list[dict[str, Any]]]:
-    """The buffer's expert episodes as chats: first observation, then ``act`` calls and their answers."""
-    episodes: dict[str, list[Any]] = {}
-    for t in buffer.iter_transitions():
-        if t.metadata.get("policy") == "expert" and t.source == "real":
-            episodes.setdefault(t.episode_id, []).append(t)
-    chats = []
-    for steps in episodes.values():
-        steps.sort(key=lambda t: t.step)
-        first = steps[0]
-        info = {"task": first.task, "admissible_actions": first.metadata.get("prev_admissible_actions", [])}
-        chat: list[dict[str, Any]] = [
-            {"role": "system", "content": system},
-            {"role": "user", "content": default_observation_message(first.state, info, True)},
-        ]
-        for t in steps:
-            call = {"type": "function", "function": {"name": "act", "arguments": {"action": t.action}}}
-            chat.append({"role": "assistant", "content": "", "tool_calls": [call]})
-            if t is not steps[-1]:
-                after = {"admissible_actions": t.metadata.get("admissible_actions", [])}
-                chat.append(
-                    {
-                        "role": "tool",
-                        "name": "act",
-                        "content": default_observation_message(t.next_state, after, False),
-                    }
+def games(args: Args, out: Path) -> tuple[list[str], list[str]]:
+    """Training games from seeds 100,000 on, held-out ones from 1,100,000 on, levels alternating."""
+    levels = [int(x) for x in args.levels.split(",")]
+
+    def split(n: int, first_seed: int, name: str) -> list[str]:
+        paths = []
+        for i in range(n):
+            level = levels[i % len(levels)]
+            folder = out / "games" / name / f"level{level}"
+            target = folder / f"tw-coin_collector-{first_seed + i}.z8"
+            if not target.exists():
+                make_games(
+                    folder, 1, seed=first_seed + i, challenge="tw-coin_collector", settings={"level": level}
                 )
+            paths.append(str(target))
+        return paths
+
+    return split(args.train_games, 100_000, "train"), split(args.heldout_games, 1_100_000, "heldout")
+
+
+def real_envs(game_files: list[str], args: Args) -> DreamGymEnvironments:
+    return DreamGymEnvironments(
+        "DreamGym/TextWorld-Real-v0",
+        tasks=tasks_from_games(game_files),
+        game_files=game_files,
+        max_steps=args.max_steps,
+        system_prompt=SYSTEM_PROMPT,
+    )
+
+
+def warmup_chats(envs: DreamGymEnvironments, episodes: int, seed: int) -> list[list[dict[str, Any]]]:
+    """Real episodes of random admissible actions, as the tool-call chats GRPO's rollouts are."""
+    rng = random.Random(seed)
+    chats = []
+    env = envs()
+    for row in envs.rows(repeats=episodes):
+        chat = [dict(m) for m in row["prompt"]]
+        chat[-1]["content"] += env.reset(**row)
+        while not env.done and len(env.episode.actions) < envs.env_kwargs["max_steps"]:
+            action = rng.choice(env.info["admissible_actions"])
+            call = {"type": "function", "function": {"name": "act", "arguments": {"action": action}}}
+            chat += [
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "name": "act", "content": env.act(action)},
+            ]
         chats.append(chat)
+    env._close()
     return chats
 
 
-def build_policy(chats: list[list[dict[str, Any]]], tools: list[Any], args: Args) -> tuple[Any, Any]:
-    """A tokenizer trained on the chats (Qwen3's training template from TRL) and a small Qwen2 model."""
-    import tokenizers
-    import torch
-    import transformers
-    from trl.chat_template_utils import add_response_schema, get_training_chat_template, qwen3_chat_template
-
-    from dreamgym_env.serving.hf_model import causal_lm, train_bpe_tokenizer
-
-    probe = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tokenizers.Tokenizer(tokenizers.models.BPE()), eos_token="<|im_end|>"
-    )
-    probe.chat_template = qwen3_chat_template
-    texts = [probe.apply_chat_template(c, tools=tools, tokenize=False) for c in chats]
-    call = probe.apply_chat_template(chats[0][:3], tools=tools, tokenize=False).split(
-        "<|im_start|>assistant\n"
-    )[-1]
-    opening, closing = call.split(chats[0][2]["tool_calls"][0]["function"]["arguments"]["action"])[0:2]
-    closing = closing.split("<|im_end|>")[0]
-    tok = train_bpe_tokenizer(
-        transformers,
-        tokenizers,
-        texts,
-        vocab_size=2000,
-        model_max_length=8192,
-        added_tokens=[
-            opening.split("</think>\n\n")[-1],
-            closing,
-            "<tool_call>",
-            "</tool_call>",
-            "<think>",
-            "</think>",
-            "<tool_response>",
-            "</tool_response>",
-        ],
-    )
-    tok.chat_template = qwen3_chat_template
-    add_response_schema(tok)  # parse tool calls as Qwen3's format
-    tok.chat_template = get_training_chat_template(tok)  # prefix-preserving, with generation markers
-    tok.padding_side = "left"
-    torch.manual_seed(args.seed)
-    model = causal_lm(
-        transformers,
-        tok,
-        arch="qwen2",
-        hidden_size=args.hidden_size,
-        intermediate_size=2 * args.hidden_size,
-        num_hidden_layers=args.layers,
-        num_attention_heads=args.hidden_size // 32,
-        num_key_value_heads=args.hidden_size // 32,
-        max_position_embeddings=8192,
-    )
-    return model, tok
-
-
-def sft(
-    model: Any, tok: Any, chats: list[list[dict[str, Any]]], tools: list[Any], args: Args, out: Path
-) -> float:
-    """TRL's SFT on the expert chats, the loss on the assistant's tool calls only.
-
-    The chats are tokenised here with the assistant mask (the same rendering GRPO and the evaluation
-    use); TRL's collator puts labels where the mask is 1.
-    """
+def sft(model: Any, tok: Any, chats: list[list[dict[str, Any]]], args: Args, out: Path) -> float:
+    """TRL's SFT on the chats, the loss on the assistant's tool calls only (the assistant mask)."""
     import datasets
     import trl
 
     rows = []
     for chat in chats:
         ids = tok.apply_chat_template(
-            chat, tools=tools, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+            chat,
+            tools=[DreamGymToolEnv.act],
+            tokenize=True,
+            return_dict=True,
+            return_assistant_tokens_mask=True,
         )
         rows.append({"input_ids": ids["input_ids"], "assistant_masks": ids["assistant_masks"]})
     config = trl.SFTConfig(
         output_dir=str(out / "sft"),
         max_steps=args.sft_steps,
-        per_device_train_batch_size=2,
-        learning_rate=3e-3,
-        max_length=8192,
-        logging_steps=max(1, args.sft_steps // 5),
+        per_device_train_batch_size=4,
+        learning_rate=args.sft_lr,
+        max_length=4096,
+        logging_steps=5,
         report_to=[],
         use_cpu=True,
         save_strategy="no",
-        seed=args.seed,
+        seed=0,
     )
     trainer = trl.SFTTrainer(
         model=model, args=config, train_dataset=datasets.Dataset.from_list(rows), processing_class=tok
@@ -180,120 +149,83 @@ def sft(
     return float(trainer.train().training_loss)
 
 
-def real_success(model: Any, tok: Any, envs: DreamGymEnvironments, episodes: int, args: Args) -> float:
-    """Success over ``episodes`` episodes of the held-out real games, the policy sampling its calls."""
-    import torch
-    from trl.chat_template_utils import parse_response
+def evaluate(
+    model: Any, tok: Any, splits: dict[str, DreamGymEnvironments], args: Args, seed: int, out: Path
+) -> dict[str, Any]:
+    """Real success on each split with the policy served by vLLM (a merged copy of ``model``)."""
+    from dreamgym_env.serving.vllm_server import VLLMServer
+    from dreamgym_env.training.policy import play_tool_policy, save_merged, served_policy
 
-    rows = envs.rows()
-    wins = 0
-    torch.manual_seed(args.seed)
-    for k in range(episodes):
-        env = envs()
-        row = rows[k % len(rows)]
-        messages = [dict(m) for m in row["prompt"]]
-        messages[-1]["content"] = env.reset(**row)
-        for _ in range(args.max_steps):
-            ids = tok.apply_chat_template(
-                messages, tools=[env.act], add_generation_prompt=True, tokenize=True, return_dict=False
+    folder = save_merged(model, tok, out / "merged")
+    result: dict[str, Any] = {}
+    with VLLMServer(
+        folder, served_model_name="policy", max_model_len=4096, log_path=out / "policy_vllm.log"
+    ) as server:
+        policy = served_policy(server.base_url, "policy", temperature=args.temperature)
+        for name, envs in splits.items():
+            rows = envs.rows()
+            rows = [rows[i % len(rows)] for i in range(max(args.eval_episodes, len(rows)))]
+            started = time.monotonic()
+            played = play_tool_policy(
+                envs,
+                rows,
+                tok,
+                policy,
+                max_turns=args.max_steps,
+                seed=seed,
             )
-            with torch.no_grad():
-                generated = model.generate(
-                    torch.tensor([ids]),
-                    max_new_tokens=32,
-                    do_sample=True,
-                    temperature=args.temperature,
-                    pad_token_id=tok.pad_token_id,
-                    eos_token_id=tok.eos_token_id,
-                )[0][len(ids) :].tolist()
-            reply = parse_response(tok, generated, prefix=ids, tools=[env.act])
-            calls = reply.get("tool_calls") or []
-            if not calls:
-                break
-            answer = env.act(str(calls[0]["function"]["arguments"].get("action", "")))
-            messages += [reply, {"role": "tool", "name": "act", "content": answer}]
-            if env.done:
-                break
-        wins += bool(env.episode is not None and env.episode.success)
-        env._close()
-    return wins / episodes
+            result[name] = {
+                "success": sum(p.success for p in played) / len(played),
+                "episodes": len(played),
+                "called_tool": sum(p.called_tool for p in played) / len(played),
+                "seconds": round(time.monotonic() - started, 1),
+            }
+            print(f"  {name}: success {result[name]['success']:.3f} over {len(played)} real episodes")
+    return result
 
 
-@contextlib.contextmanager
-def experience_model(args: Args, out: Path) -> Any:
-    """Keyword arguments for the simulated env: a served model, or the scripted backend."""
-    if args.experience == "scripted":
-        yield {"backend": "scripted"}
-        return
-    from dreamgym_env.serving import serve_smoke_model
-    from dreamgym_env.serving.shipped import recommended_env_kwargs, serve_shipped_model
-
-    if args.experience == "shipped":
-        server = serve_shipped_model("textworld", log_path=out / "vllm.log")
-        extra = recommended_env_kwargs("textworld")
-    else:
-        server = serve_smoke_model(log_path=out / "vllm.log")
-        extra = {}
-    with server:
-        yield {"base_url": server.base_url, "model": server.model, **extra, "on_invalid_output": "fail_state"}
-
-
-def main(args: Args) -> None:
+def grpo(model: Any, tok: Any, train: list[str], args: Args, seed: int, out: Path) -> dict[str, Any]:
+    """TRL's GRPOTrainer in the simulator, the curriculum choosing the training games' tasks."""
     import trl
 
-    from dreamgym_env.curriculum import CurriculumSampler
+    from dreamgym_env.serving.shipped import recommended_env_kwargs, serve_shipped_model
 
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    started = time.monotonic()
-    out = Path(args.out_dir)
-    suite = build_suite(
-        out / "suite", train_games=args.train_games, heldout_games=args.heldout_games, seed=args.seed
-    )
-    train, heldout = suite.paths("train"), suite.paths("heldout")
-    with ReplayBuffer.open(out / "offline.sqlite", dedup="episode") as buffer:
-        if len(buffer) == 0:
-            for i, game in enumerate(train):
-                buffer.add_many(play_noisy_expert(game, args.expert_episodes, seed=args.seed + i))
-        real = DreamGymEnvironments(
-            "DreamGym/TextWorld-Real-v0",
-            tasks=tasks_from_games(heldout),
-            game_files=heldout,
-            max_steps=args.max_steps,
-        )
-        chats = expert_chats(buffer, real.system_prompt)
-    tools = [DreamGymToolEnv.act]
-    print(f"{len(train)} training games, {len(chats)} expert episodes for SFT, {len(heldout)} held-out games")
-
-    model, tok = build_policy(chats, tools, args)
-    loss = sft(model, tok, chats, tools, args, out)
-    before = real_success(model, tok, real, args.eval_episodes, args)
-    print(f"SFT: {args.sft_steps} steps, loss {loss:.3f}; real held-out success {before:.2f}")
-
-    with experience_model(args, out) as sim_kwargs:
+    server = None
+    if args.experience == "scripted":
+        sim_kwargs: dict[str, Any] = {"backend": "scripted"}
+    else:
+        server = serve_shipped_model("textworld", log_path=out / "experience_vllm.log").__enter__()
+        sim_kwargs = {
+            "base_url": server.base_url,
+            "model": "textworld",
+            **recommended_env_kwargs("textworld"),
+        }
+    try:
         curriculum = CurriculumSampler(str(out / "tasks.sqlite"), "textworld", seeds=tasks_from_games(train))
         sim = DreamGymEnvironments(
             "DreamGym/TextWorld-v0",
             tasks=curriculum,
             max_steps=args.max_steps,
-            system_prompt=real.system_prompt,
+            system_prompt=SYSTEM_PROMPT,
+            seed=seed,
             **sim_kwargs,
         )
+        sim.check_completion_budget(tok, args.max_completion_length, turns=args.max_steps)
         config = trl.GRPOConfig(
             output_dir=str(out / "grpo"),
             max_steps=args.grpo_steps,
-            per_device_train_batch_size=args.num_generations,
+            per_device_train_batch_size=args.batch_size,
             num_generations=args.num_generations,
             max_completion_length=args.max_completion_length,
             max_tool_calling_iterations=args.max_steps,
             temperature=args.temperature,
-            learning_rate=1e-4,
+            learning_rate=args.learning_rate,
             logging_steps=1,
             report_to=[],
             use_cpu=True,
             save_strategy="no",
-            seed=args.seed,
+            seed=seed,
         )
-        sim.check_completion_budget(tok, args.max_completion_length)  # TRL would drop overlong tool results
         trainer = trl.GRPOTrainer(
             model=model,
             args=config,
@@ -301,25 +233,105 @@ def main(args: Args) -> None:
             processing_class=tok,
             environment_factory=sim,
         )
+        started = time.monotonic()
         trainer.train()
         rewards = [
             log["rewards/DreamGymToolEnv/mean"]
             for log in trainer.state.log_history
             if "rewards/DreamGymToolEnv/mean" in log
         ]
-        print(
-            f"GRPO: {args.grpo_steps} steps in the simulator ({len(sim.episodes)} finished episodes), mean reward per step {np.round(rewards, 2).tolist()}"
+        sim.close()
+        return {
+            "seconds": round(time.monotonic() - started),
+            "reward_per_step": [round(r, 3) for r in rewards],
+            "sim_episodes": len(sim.episodes),
+        }
+    finally:
+        if server is not None:
+            server.__exit__(None, None, None)
+
+
+def _stage(path: Path, make: Any) -> Any:
+    """The stage's saved result, or ``make()``'s, saved."""
+    if path.exists():
+        return json.loads(path.read_text())
+    result = make()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1))
+    return result
+
+
+def main(args: Args) -> None:
+    import torch
+
+    from dreamgym_env.training.policy import pretrained_tool_policy
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    started = time.monotonic()
+    out = Path(args.out_dir)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    train, heldout = games(args, out)
+    splits = {"heldout": real_envs(heldout, args), "train": real_envs(train, args)}
+    print(f"{len(train)} training and {len(heldout)} held-out coin-collector games (levels {args.levels})")
+
+    warm = out / "warm_start"
+    if (warm / "adapter_config.json").exists():
+        model, tok = pretrained_tool_policy(adapter=warm)
+    else:
+        model, tok = pretrained_tool_policy(seed=0)
+        t0 = time.monotonic()
+        chats = warmup_chats(splits["train"], args.warmup_episodes, seed=0)
+        loss = sft(model, tok, chats, args, out)
+        model.save_pretrained(warm)
+        (out / "warm_start.json").write_text(
+            json.dumps({"loss": loss, "chats": len(chats), "seconds": round(time.monotonic() - t0)})
         )
-    after = real_success(model, tok, real, args.eval_episodes, args)
-    real.close()
+    before = {
+        s: _stage(
+            out / f"seed{s}" / "before.json",
+            lambda s=s: evaluate(model, tok, splits, args, s, out / f"seed{s}"),
+        )
+        for s in seeds
+    }
+
+    after, training = {}, {}
+    for s in seeds:
+
+        def run(s: int = s) -> dict[str, Any]:
+            torch.manual_seed(s)
+            policy, _ = pretrained_tool_policy(adapter=warm)
+            record = grpo(policy, tok, train, args, s, out / f"seed{s}")
+            return {"training": record, "real": evaluate(policy, tok, splits, args, s, out / f"seed{s}")}
+
+        done = _stage(out / f"seed{s}" / "after.json", run)
+        after[s], training[s] = done["real"], done["training"]
+
+    def table(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
+        return {
+            split: {
+                "mean": statistics.mean(runs[s][split]["success"] for s in seeds),
+                "std": statistics.pstdev(runs[s][split]["success"] for s in seeds),
+                "seeds": {str(s): runs[s][split]["success"] for s in seeds},
+                "episodes": runs[seeds[0]][split]["episodes"],
+            }
+            for split in ("heldout", "train")
+        }
+
     summary = {
-        "real_success_before": before,
-        "real_success_after": after,
-        "args": vars(args),
+        "before": table(before),
+        "after": table(after),
+        "training": {str(s): training[s] for s in seeds},
+        "args": asdict(args),
         "seconds": round(time.monotonic() - started),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    print(f"real held-out success: before GRPO {before:.2f}, after {after:.2f} ({summary['seconds']} s)")
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    if args.results:
+        Path(args.results).write_text(json.dumps(summary, indent=1) + "\n")
+    for split in ("heldout", "train"):
+        b, a = summary["before"][split], summary["after"][split]
+        print(
+            f"real {split} success: before GRPO {b['mean']:.3f} ± {b['std']:.3f}, after {a['mean']:.3f} ± {a['std']:.3f}"
+        )
 
 
 def parse_args() -> Args:

@@ -64,6 +64,7 @@ class DreamGymToolEnv:
         self._env: gym.Env[Any, Any] | None = None
         self._task: Task | None = None
         self._episode: Episode | None = None
+        self._info: dict[str, Any] = {}
         self._done = True
 
     def reset(self, **row: Any) -> str:
@@ -83,6 +84,7 @@ class DreamGymToolEnv:
             seed=self._factory._next_seed(), options=self._factory._reset_options(task)
         )
         self._task = task
+        self._info = dict(info)
         self._done = False
         self._episode = Episode(
             task=task.instruction,
@@ -107,6 +109,7 @@ class DreamGymToolEnv:
         if self._done:
             return EPISODE_OVER
         obs, reward, terminated, truncated, info = self._env.step(str(action))
+        self._info = dict(info)
         episode = self._episode
         episode.actions.append(str(action))
         episode.rewards.append(float(reward))
@@ -126,6 +129,11 @@ class DreamGymToolEnv:
     def done(self) -> bool:
         """The episode has ended (or none was started)."""
         return self._done
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The env's ``info`` of the last reset or step (its ``admissible_actions``, ``answered_by``...)."""
+        return self._info
 
     def get_reward(self) -> float:
         """The episode's return: the sum of its rewards (0 when the model never acted)."""
