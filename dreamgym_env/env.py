@@ -119,7 +119,7 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
         self._owns_backend = backend is None
         self.backend = backend if backend is not None else make_backend(self.config.backend)
         self.step_memo = step_memo if step_memo is not None else make_step_memo(self.domain, self.config)
-        self.model = ExperienceModel(self.domain, self.backend, self.config, self.step_memo)
+        self.experience_model = ExperienceModel(self.domain, self.backend, self.config, self.step_memo)
         self.retriever = retriever if retriever is not None else default_retriever(self.domain, self.config)
         self.task_sampler = as_task_sampler(tasks if tasks is not None else self.domain.seed_tasks())
         self.outcome_reporter = (
@@ -144,7 +144,7 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
         started = time.perf_counter()
         demos = self._retrieve(action)
         retrieve_s = time.perf_counter() - started
-        prediction = await self.model.apredict(
+        prediction = await self.experience_model.apredict(
             self._task,
             self._history,
             demos,
