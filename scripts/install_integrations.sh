@@ -2,7 +2,7 @@
 # Make the venvs in which the trainer adapters are tested against the real trainers, which cannot
 # install beside .venv's pins: .venv-verl (verl 0.9.1 needs transformers<5.11) and .venv-verifiers
 # (verifiers 0.4.0 needs openai<3). Each holds dreamgym_env (editable, no extras), pytest and the real
-# package. scripts/test.sh runs tests/test_integrations_verl.py and tests/test_integrations_verifiers.py
+# package. scripts/test.sh runs tests/integrations/test_integrations_verl.py and tests/integrations/test_integrations_verifiers.py
 # in them.
 # Usage: scripts/install_integrations.sh [verl] [verifiers]   (default: both)
 # Idempotent: a venv whose stamp matches this script and pyproject.toml, and whose package imports,

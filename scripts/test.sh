@@ -24,8 +24,8 @@ status=0
 # The tests marked verl / verifiers, deselected above, and the adapters' other tests on the real
 # classes; DREAMGYM_REQUIRE makes a package that does not import there an error, not a deselection.
 for trainer in verl verifiers; do
-  echo "== tests/test_integrations_$trainer.py in .venv-$trainer (the real $trainer)"
-  DREAMGYM_REQUIRE=$trainer ".venv-$trainer/bin/python" -m pytest "tests/test_integrations_$trainer.py" \
+  echo "== tests/integrations/test_integrations_$trainer.py in .venv-$trainer (the real $trainer)"
+  DREAMGYM_REQUIRE=$trainer ".venv-$trainer/bin/python" -m pytest "tests/integrations/test_integrations_$trainer.py" \
     || status=$?
 done
 exit "$status"

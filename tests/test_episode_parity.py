@@ -19,9 +19,9 @@ from dreamgym_env.env import DreamGymEnv
 from dreamgym_env.episode import EpisodeEnv
 from dreamgym_env.errors import DreamGymError, InvalidActionError
 from dreamgym_env.spaces import FreeText
-from tests.test_real_browsergym import page_url  # noqa: F401 - the loopback page fixture
-from tests.test_real_textworld import INFO_KEYS
-from tests.test_real_webshop import FakeWebShop
+from tests.real.test_real_browsergym import page_url  # noqa: F401 - the loopback page fixture
+from tests.real.test_real_textworld import INFO_KEYS
+from tests.real.test_real_webshop import FakeWebShop
 
 CORE_INFO_KEYS = INFO_KEYS | {"is_success"}
 NOT_TEXT = ["go[\ud800]", "look\x07", "\x1b[2Jclick('1')"]

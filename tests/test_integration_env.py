@@ -86,7 +86,9 @@ def test_episode_through_gymnasium_make(make_env, env_id):
     assert truncated or terminated
     # The history is in the prompt: the next request shows every earlier state and action, in order.
     # (Prompt lengths prove nothing: the current state's listed actions may shrink from step to step.)
-    request = sim.experience_model.build_request(sim.task, sim.history, [], obs, "look", info["admissible_actions"])
+    request = sim.experience_model.build_request(
+        sim.task, sim.history, [], obs, "look", info["admissible_actions"]
+    )
     user, at = request.messages[-1]["content"], 0
     for past in expected:
         at = user.index(f"{past.state}\nAction: {past.action}\n", at) + 1  # ValueError: missing
@@ -225,13 +227,17 @@ def test_prefix_cache_reuses_the_previous_step(make_env, smoke_model_dir):
     env = make_env("DreamGym/ALFWorld-v0", on_invalid_output="fail_state", max_steps=10)
     sim = env.unwrapped
     start, reset_info = env.reset(seed=3)
-    first_request = sim.experience_model.build_request(sim.task, [], [], start, "look", reset_info["admissible_actions"])
+    first_request = sim.experience_model.build_request(
+        sim.task, [], [], start, "look", reset_info["admissible_actions"]
+    )
     obs, _, _, _, info = env.step("look")
     first = info["usage"]
     # The env's history after a parsed answer (an unparsable one, under fail_state, adds none).
     history = [Step(state=start, action="look")]
     assert sim.history in ([], history)
-    request = sim.experience_model.build_request(sim.task, history, [], obs, "inventory", info["admissible_actions"])
+    request = sim.experience_model.build_request(
+        sim.task, history, [], obs, "inventory", info["admissible_actions"]
+    )
     second = run_sync(sim.backend.acomplete(request)).usage()
     env.close()
     tok = AutoTokenizer.from_pretrained(smoke_model_dir)

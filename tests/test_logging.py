@@ -13,9 +13,9 @@ from dreamgym_env.errors import ServerUnreachableError
 from dreamgym_env.experience.backends.base import CompletionRequest
 from dreamgym_env.experience.backends.openai_http import OpenAIBackend
 from tests._toy import ToyDomain
-from tests.test_buffer_replay import tr
-from tests.test_openai_backend import _endpoint, _stop, _url
-from tests.test_serving import _fake_server
+from tests.buffer.test_buffer_replay import tr
+from tests.experience.test_openai_backend import _endpoint, _stop, _url
+from tests.serving.test_serving import _fake_server
 
 KEY = "sk-test-do-not-log-0123456789"
 VALID = (

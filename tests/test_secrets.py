@@ -15,8 +15,8 @@ from dreamgym_env.errors import BackendError, ConfigError, ServerUnreachableErro
 from dreamgym_env.experience.backends.openai_http import OpenAIBackend
 from dreamgym_env.experience.backends.recording import read_recording, record
 from tests._http import Reply, serve_replies
-from tests.test_http_faults import _request, _stop, _url
-from tests.test_openai_backend import _chat_completion
+from tests.experience.test_http_faults import _request, _stop, _url
+from tests.experience.test_openai_backend import _chat_completion
 
 KEY = "sk-secret-0123456789abcdef"
 ID = "DreamGym/WebShop-v0"

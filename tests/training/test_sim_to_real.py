@@ -12,7 +12,7 @@ from dreamgym_env.errors import ConfigError
 from dreamgym_env.real.webshop import WebShopRealEnv
 from dreamgym_env.types import Transition
 from dreamgym_env.wrappers.sim_to_real import SimToRealEnv, SimToRealSchedule
-from tests.test_real_webshop import FakeWebShop
+from tests.real.test_real_webshop import FakeWebShop
 
 
 class ListBuffer:

@@ -26,7 +26,7 @@ from dreamgym_env.wrappers import DiscreteActions, TextEmbedding, VectorDiscrete
 from tests._backends import PeakBackend
 
 ENV_ID = "DreamGym/TextWorld-v0"
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCRIPTED = {"backend": "scripted", "max_steps": 3}
 
 

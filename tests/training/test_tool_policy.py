@@ -14,7 +14,7 @@ from dreamgym_env.experience.backends.scripted import ScriptedBackend  # noqa: E
 from dreamgym_env.integrations.trl import DreamGymEnvironments, DreamGymToolEnv  # noqa: E402
 from dreamgym_env.training.policy import play_tool_policy, tool_policy_tokenizer  # noqa: E402
 from tests._tiny_policy import tiny_tokenizer, tool_call  # noqa: E402
-from tests.test_collector import TASKS, key_world  # noqa: E402
+from tests.training.test_collector import TASKS, key_world  # noqa: E402
 
 
 @pytest.fixture(scope="module")

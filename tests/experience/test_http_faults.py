@@ -27,7 +27,7 @@ from dreamgym_env.experience.backends.health import EndpointHealth
 from dreamgym_env.experience.backends.openai_http import OpenAIBackend
 from tests._http import Reply, serve_replies
 from tests._toy import ToyDomain
-from tests.test_openai_backend import _chat_completion
+from tests.experience.test_openai_backend import _chat_completion
 
 pytestmark = pytest.mark.timeout(60)  # before deadlines existed, these hung
 

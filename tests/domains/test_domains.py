@@ -26,7 +26,7 @@ from dreamgym_env.domains.webshop_tasks import load_webshop_goals
 from dreamgym_env.errors import DataFormatError, DomainError
 from dreamgym_env.types import Task
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"benchmark data not found at {DATA}")
 
 DOMAINS = sorted(BUILTIN_DOMAINS)
@@ -656,7 +656,7 @@ def test_webshop_page_actions_are_the_pages_bracketed_elements():
 def test_webshop_page_actions_agree_with_the_real_wrapper():
     from dreamgym_env.domains.webshop import page_actions
     from dreamgym_env.real.webshop import WebShopRealEnv
-    from tests.test_real_webshop import FakeWebShop
+    from tests.real.test_real_webshop import FakeWebShop
 
     env = WebShopRealEnv(FakeWebShop(), sessions=[7])
     obs, info = env.reset(seed=0)

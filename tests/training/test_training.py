@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from test_sft_data import _data
 
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.training.sft_data import SFTBuildConfig, build_sft_dataset
 from dreamgym_env.training.train import ScratchModelSpec, TrainConfig
+from tests.training.test_sft_data import _data
 
 TINY = ScratchModelSpec(
     vocab_size=512,

@@ -13,7 +13,7 @@ import pytest
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
 from dreamgym_env.training.collector import ActionSample, Message, RolloutBatch, collect_groups
 from tests._tiny_policy import tiny_model, tiny_tokenizer
-from tests.test_collector import TASKS, key_world
+from tests.training.test_collector import TASKS, key_world
 
 pytest.importorskip("trl")
 pytest.importorskip("datasets")
@@ -115,7 +115,7 @@ def test_unknown_format_is_named_with_the_accepted_ones() -> None:
 
 def test_tokens_are_absent_where_the_policy_gives_none() -> None:
     from dreamgym_env.training.trl_format import to_trl_dataset
-    from tests.test_collector import RandomChoicePolicy
+    from tests.training.test_collector import RandomChoicePolicy
 
     env_kwargs = {"backend": ScriptedBackend(key_world), "max_steps": 3}
     batch = collect_groups(

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict
 
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
 from tests._http import serve_json
-from tests.test_integrations_trl import TOY_ID, room_world, toy_envs
+from tests.integrations.test_integrations_trl import TOY_ID, room_world, toy_envs
 
 D = TypeVar("D")
 C = TypeVar("C")
