@@ -15,7 +15,6 @@ Latency rows time the index search plus the query embedding; the ``buffer`` rows
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -25,6 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _harness import arg_parser
 
 from dreamgym_env.buffer import BufferConfig, HashingEmbedder, IndexConfig, ReplayBuffer, embed_pairs
 from dreamgym_env.buffer.index import ExactIndex, IVFIndex
@@ -176,7 +176,7 @@ def bench_size(n, vectors, queries, query_pairs, embedder, nprobes, rows):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arg_parser(__doc__)
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument(
         "--insert", type=int, default=100_000, help="transitions for the insert-throughput row"

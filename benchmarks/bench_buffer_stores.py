@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _harness import arg_parser, format_range
 
 from dreamgym_env.buffer import BufferConfig, IndexConfig, ReplayBuffer
 from dreamgym_env.storage.pg_cluster import TemporaryPostgres
@@ -154,12 +155,12 @@ def writers(location: str, args: argparse.Namespace, script: Path) -> list[float
 
 
 def summary(values: list[float]) -> str:
-    fmt = (lambda v: f"{v:,.0f}") if max(values) >= 100 else (lambda v: f"{v:.2f}")
-    return f"{fmt(statistics.median(values))} ({fmt(min(values))}-{fmt(max(values))})"
+    """``median (min-max)``: rates in whole thousands-separated numbers, small figures with 2 decimals."""
+    return format_range(values, "{:,.0f}" if max(values) >= 100 else "{:.2f}")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = arg_parser(__doc__)
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--catch-up", type=int, default=10_000)
     parser.add_argument("--writers", type=int, default=8)

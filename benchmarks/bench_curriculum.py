@@ -19,13 +19,13 @@ Run: ``python benchmarks/bench_curriculum.py [--batches 100] [--seeds 3]``. Prin
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from _harness import arg_parser
 
 from dreamgym_env.curriculum import CurriculumSampler, TaskPool
 from dreamgym_env.domains import Domain, InitialState, register_domain_factory
@@ -148,9 +148,7 @@ def run(kind: str, *, seed: int, batches: int, groups: int, group_size: int, upd
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument("--batches", type=int, default=100)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--update-every", type=int, default=10)

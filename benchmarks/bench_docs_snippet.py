@@ -12,7 +12,6 @@ or one the env answered with ``model_error``: an unparsable answer kept as the o
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import tempfile
@@ -21,6 +20,7 @@ import warnings
 
 import gymnasium as gym
 import numpy as np
+from _harness import arg_parser, write_json
 
 warnings.filterwarnings("ignore")
 
@@ -30,9 +30,7 @@ from dreamgym_env.serving.shipped import serve_shipped_model  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument("--transitions", type=int, default=400)
     parser.add_argument("--games", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
@@ -92,8 +90,7 @@ def main() -> None:
     }
     print(json.dumps(result, indent=1))
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=1)
+        write_json(args.out, result)
 
 
 if __name__ == "__main__":

@@ -17,106 +17,17 @@ routing, exactly as a user runs it.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
-import multiprocessing as mp
-import statistics
 import threading
 import time
 from typing import Any
 
 import gymnasium as gym
+from _endpoints import ACTION, Endpoints
+from _harness import arg_parser, format_range
 
 import dreamgym_env  # noqa: F401 - registers the ids
 
 ENV_ID = "DreamGym/WebShop-v0"
-ACTION = "search[yoga mat]"
-ANSWER = {
-    "reasoning": "The agent searched.",
-    "next_state": "WebShop | results page\n[Back to Search]\n[B0001] Yoga mat, purple, 6mm | $29.99",
-    "admissible_actions": ["click[back to search]", "click[b0001]"],
-    "done": False,
-    "success": False,
-}
-
-
-def _completion_body() -> bytes:
-    return json.dumps(
-        {
-            "id": "stub",
-            "object": "chat.completion",
-            "created": 0,
-            "model": "stub",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": json.dumps(ANSWER)},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 40, "total_tokens": 140},
-        }
-    ).encode()
-
-
-def _serve(port_out: Any, latency: float, slots: int) -> None:
-    """One stub endpoint (runs in its own process until killed)."""
-    body = _completion_body()
-    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
-
-    async def handle(
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, busy: asyncio.Semaphore
-    ) -> None:
-        try:
-            while True:
-                request_head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in request_head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
-                await reader.readexactly(length)
-                async with busy:
-                    await asyncio.sleep(latency)
-                writer.write(head + body)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    async def main() -> None:
-        busy = asyncio.Semaphore(slots)
-        server = await asyncio.start_server(lambda r, w: handle(r, w, busy), "127.0.0.1", 0, backlog=1024)
-        port_out.send(server.sockets[0].getsockname()[1])
-        async with server:
-            await server.serve_forever()
-
-    asyncio.run(main())
-
-
-class Endpoints:
-    """``n`` stub endpoints, each in its own process."""
-
-    def __init__(self, n: int, latency: float, slots: int) -> None:
-        ctx = mp.get_context("spawn")
-        self.processes, self.urls = [], []
-        for _ in range(n):
-            here, there = ctx.Pipe()
-            process = ctx.Process(target=_serve, args=(there, latency, slots), daemon=True)
-            process.start()
-            self.processes.append(process)
-            self.urls.append(f"http://127.0.0.1:{here.recv()}/v1")
-
-    def kill(self, index: int) -> None:
-        self.processes[index].kill()
-        self.processes[index].join()
-
-    def close(self) -> None:
-        for process in self.processes:
-            if process.is_alive():
-                process.kill()
-            process.join()
 
 
 def _make(urls: list[str], n: int) -> Any:
@@ -156,14 +67,8 @@ def _run(
     return {"rate": n * steps / wall, "cpu_ms": 1000 * cpu / (n * steps), "times": times, "failed": failed}
 
 
-def _spread(values: list[float], fmt: str = "{:.0f}") -> str:
-    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument("--envs", type=int, default=256, help="concurrent episodes (num_envs)")
     parser.add_argument("--endpoints", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--steps", type=int, default=4, help="timed vector steps per run")
@@ -186,8 +91,8 @@ def main() -> None:
             endpoints.close()
         capacity = min(n, k * args.slots) / args.latency
         print(
-            f"| {k} | {_spread([r['rate'] for r in runs])} | {capacity:.0f} | "
-            f"{_spread([r['cpu_ms'] for r in runs], '{:.2f}')} |"
+            f"| {k} | {format_range([r['rate'] for r in runs], '{:.0f}')} | {capacity:.0f} | "
+            f"{format_range([r['cpu_ms'] for r in runs], '{:.2f}')} |"
         )
 
     print(f"\nOne of 8 endpoints killed (SIGKILL) halfway through timed step {args.kill_after}:\n")
@@ -214,8 +119,8 @@ def main() -> None:
             f"| {run + 1} | {result['failed']} | {result['rate']:.0f} | {t[i - 1]:.3f} | {t[i]:.3f} | {t[i + 1]:.3f} |"
         )
     print(
-        f"\nfailed steps in all runs: {failed}; step of the kill {_spread(kill_steps, '{:.3f}')} s; "
-        f"transitions/s with the kill {_spread(rates)}"
+        f"\nfailed steps in all runs: {failed}; step of the kill {format_range(kill_steps, '{:.3f}')} s; "
+        f"transitions/s with the kill {format_range(rates, '{:.0f}')}"
     )
 
 

@@ -13,11 +13,11 @@ and one write transaction per step, so the fixed part of each retrieval is paid 
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
 import numpy as np
+from _harness import arg_parser
 
 from dreamgym_env import DreamGymEnv, DreamGymVectorEnv, ScriptedBackend, Transition
 from dreamgym_env.buffer import ReplayBuffer
@@ -107,9 +107,7 @@ def measure(size: int, steps: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[0, 10_000, 100_000])
     parser.add_argument("--steps", type=int, default=400, help="Single-env steps per size.")
     parser.add_argument("--num-envs", type=int, default=32, help="Sub-envs of the vector env.")

@@ -15,11 +15,10 @@ graph for ``k`` plus all of them. Two measurements:
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
-from bench_retrain_stall import transition  # the same synthetic rows (benchmarks/ is on the path)
+from _harness import arg_parser, transition
 
 from dreamgym_env.buffer import BufferConfig, IndexConfig, ReplayBuffer
 from dreamgym_env.buffer.embedders import l2_normalize
@@ -108,7 +107,7 @@ def bench_steps(live: int, steps: int, background: bool) -> None:
 
 def main() -> None:
     """Search first, then steps inline and in the background."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arg_parser(__doc__)
     parser.add_argument("--rows", type=int, default=20_000, help="vectors in the searched graph")
     parser.add_argument("--live", type=int, default=1_000, help="of them live (the rest evicted)")
     parser.add_argument("--step-live", type=int, default=10_000, help="max_synthetic of the stepped buffer")

@@ -11,8 +11,9 @@ the training games and on held-out games (never seen in training), and prints a 
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import fields
+
+from _harness import arg_parser
 
 import dreamgym_env  # noqa: F401 - registers the ids
 from dreamgym_env.training.ppo import PPOSettings, train_and_evaluate
@@ -20,9 +21,7 @@ from dreamgym_env.training.ppo import PPOSettings, train_and_evaluate
 
 def main() -> None:
     defaults = PPOSettings(out_dir="runs/bench_ppo_textworld")  # the example's defaults
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     for f in fields(PPOSettings):
         kind = {"int": int, "float": float}.get(str(f.type), str)
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=getattr(defaults, f.name))

@@ -17,12 +17,12 @@ search loses at most one run.
 
 from __future__ import annotations
 
-import argparse
 import json
-import statistics
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+from _harness import arg_parser, mean_std, write_json
 
 import dreamgym_env  # noqa: F401 - registers the ids
 from dreamgym_env.training.ppo import PPOSettings, train_and_evaluate
@@ -61,20 +61,8 @@ def run(settings: PPOSettings) -> dict[str, Any]:
     return train_and_evaluate(settings)
 
 
-def spread(values: list[float]) -> dict[str, float]:
-    """Mean, sample standard deviation and range of per-seed figures."""
-    return {
-        "mean": statistics.mean(values),
-        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-        "min": min(values),
-        "max": max(values),
-    }
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument(
         "--configs", default="3:32:20000,3:64:20000", help="level:games:timesteps, comma-separated"
     )
@@ -98,11 +86,12 @@ def main() -> None:
             "heldout_games": 32,
             "total_timesteps": timesteps,
             "seeds": seeds,
-            "train_seconds": spread([r["train_seconds"] for r in results]),
+            "train_seconds": mean_std([r["train_seconds"] for r in results], count=False),
         }
         for split, prefix in SPLITS.items():
             row[split] = {
-                policy: spread([r[f"{prefix}_{policy}"] for r in results]) for policy in ("random", "trained")
+                policy: mean_std([r[f"{prefix}_{policy}"] for r in results], count=False)
+                for policy in ("random", "trained")
             }
         row["heldout_ratio"] = row["heldout"]["trained"]["mean"] / max(row["heldout"]["random"]["mean"], 1e-9)
         rows.append(row)
@@ -132,8 +121,7 @@ def main() -> None:
     }
     payload = {"recipe": recipe, "rows": rows}
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+        write_json(args.out, payload)
 
 
 if __name__ == "__main__":

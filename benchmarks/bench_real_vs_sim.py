@@ -10,12 +10,10 @@ smoke model (a real model round trip; the model is tiny, so its answers are not 
 
 from __future__ import annotations
 
-import argparse
 import functools
 import http.server
 import shutil
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -24,7 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _harness import arg_parser
+
 warnings.filterwarnings("ignore")
 
 from dreamgym_env.domains.textworld import TextWorldDomain  # noqa: E402
@@ -65,9 +64,7 @@ def measure(make: Callable[[], Any], episodes: int, steps: int, fallback: str) -
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument("--episodes", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument(
@@ -93,7 +90,6 @@ def main() -> None:
     except ImportError as e:
         print(f"skipping TextWorld: {e}")
     try:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
         from _alfworld_games import write_games
 
         from dreamgym_env.real.alfworld import ALFWorldRealEnv

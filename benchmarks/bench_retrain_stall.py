@@ -10,26 +10,11 @@ background, the old cells keep serving.
 
 from __future__ import annotations
 
-import argparse
 import time
 
+from _harness import arg_parser, transition
+
 from dreamgym_env.buffer import BufferConfig, IndexConfig, ReplayBuffer
-from dreamgym_env.types import Transition
-
-
-def transition(i: int) -> Transition:
-    """A synthetic WebShop-like transition, distinct for every ``i``."""
-    return Transition(
-        domain="webshop",
-        task_id="t",
-        task="buy shoes",
-        episode_id=f"e{i // 10}",
-        step=i % 10,
-        state=f"[results] item {i} shoes size {i % 13} color {i % 7} brand {i % 101}",
-        action=f"click[item {i}]",
-        next_state=f"[item] {i}",
-        source="sim",
-    )
 
 
 def run(rows: int, steps: int, background: bool) -> None:
@@ -62,7 +47,7 @@ def run(rows: int, steps: int, background: bool) -> None:
 
 def main() -> None:
     """Inline first, then in the background."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = arg_parser(__doc__)
     parser.add_argument("--rows", type=int, default=100_000, help="rows at which the retrain starts")
     parser.add_argument("--steps", type=int, default=200)
     args = parser.parse_args()

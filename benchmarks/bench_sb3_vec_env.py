@@ -19,14 +19,13 @@ from one event loop (one round trip a step).
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from _harness import arg_parser, format_range, take_turns, write_json
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 import dreamgym_env  # noqa: F401 - registers the ids
@@ -87,23 +86,15 @@ def ppo_fps(kind: str, n: int, latency: float, frames: int) -> float:
 
 def crossover(sizes: list[int], latency: float, frames: int, repeats: int, out: str | None) -> None:
     """MaskablePPO fps of DummyVecEnv and SB3VecEnv at each size; the ratio per repeat."""
-    import json
-
     rows = []
     print(f"MaskablePPO frames/s, {latency * 1000:.0f} ms a model call, median (min-max) of {repeats} runs\n")
     print("| N | DummyVecEnv | SB3VecEnv | SB3VecEnv / DummyVecEnv |\n|---:|---:|---:|---:|")
     for n in sizes:
-        dummy, ours = [], []
-        for r in range(repeats):  # take turns, so load changes hit both
-            pair = [("DummyVecEnv", dummy), ("SB3VecEnv", ours)]
-            for kind, runs in pair if r % 2 == 0 else pair[::-1]:
-                runs.append(ppo_fps(kind, n, latency, frames))
+        kinds = ("DummyVecEnv", "SB3VecEnv")
+        runs = take_turns(repeats, {k: lambda k=k, n=n: ppo_fps(k, n, latency, frames) for k in kinds})
+        dummy, ours = runs["DummyVecEnv"], runs["SB3VecEnv"]
         ratios = [a / b for a, b in zip(ours, dummy, strict=True)]
-
-        def cell(values: list[float]) -> str:
-            return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
-
-        print(f"| {n} | {cell(dummy)} | {cell(ours)} | {cell(ratios)} |")
+        print(f"| {n} | {format_range(dummy)} | {format_range(ours)} | {format_range(ratios)} |")
         rows.append({"num_envs": n, "dummy_fps": dummy, "sb3_vec_env_fps": ours, "ratio": ratios})
     if out:
         result = {
@@ -114,14 +105,11 @@ def crossover(sizes: list[int], latency: float, frames: int, repeats: int, out: 
             "repeats": repeats,
             "rows": rows,
         }
-        with open(out, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=1)
+        write_json(out, result)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument("--num-envs", type=int, default=16)
     parser.add_argument("--latency", type=float, default=0.05, help="Seconds each model call takes.")
     parser.add_argument("--steps", type=int, default=20, help="Vector steps per measurement.")
@@ -136,23 +124,19 @@ def main() -> None:
         return
     n = args.num_envs
     kinds = ["DummyVecEnv", "SubprocVecEnv", "SB3VecEnv"]
-    runs: dict[str, list[float]] = {k: [] for k in kinds}
-    for r in range(args.repeats):  # contenders take turns, so load changes hit all of them
-        for kind in kinds[r % 3 :] + kinds[: r % 3]:
-            steps = max(2, args.steps // 4) if kind == "DummyVecEnv" else args.steps  # Dummy is slow
-            runs[kind].append(steps_per_second(kind, n, args.latency, steps))
-
-    def cell(values: list[float]) -> str:
-        return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
-
+    steps = dict.fromkeys(kinds, args.steps) | {"DummyVecEnv": max(2, args.steps // 4)}  # Dummy is slow
+    runs = take_turns(
+        args.repeats,
+        {kind: lambda kind=kind: steps_per_second(kind, n, args.latency, steps[kind]) for kind in kinds},
+    )
     dummy = runs["DummyVecEnv"]
     print(f"N={n}, {args.latency * 1000:.0f} ms a model call, median (min-max) of {args.repeats} runs\n")
     print("| VecEnv | vector steps/s | transitions/s | / (N x DummyVecEnv) |\n|---|---:|---:|---:|")
     for kind in kinds:
         rates = runs[kind]
         rel = [a / (n * b) for a, b in zip(rates, dummy, strict=True)]
-        vs_dummy = "1/N" if kind == "DummyVecEnv" else cell(rel)
-        print(f"| {kind} | {cell(rates)} | {cell([x * n for x in rates])} | {vs_dummy} |")
+        vs_dummy = "1/N" if kind == "DummyVecEnv" else format_range(rel)
+        print(f"| {kind} | {format_range(rates)} | {format_range([x * n for x in rates])} | {vs_dummy} |")
     if args.latency > 0:
         print(f"\nThe ceiling is one round trip a step: {1 / args.latency:.0f} vector steps/s.")
 

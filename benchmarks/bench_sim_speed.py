@@ -13,10 +13,8 @@ them as JSON.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +25,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from _harness import arg_parser, git_commit, median_range, write_json
 
 warnings.filterwarnings("ignore")
 
@@ -93,14 +92,8 @@ def play_sim(
     return taken, seconds, answered
 
 
-def summary(rates: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(rates), "min": min(rates), "max": max(rates)}
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument("--envs", type=int, default=64)
     parser.add_argument("--steps", type=int, default=8, help="Steps per env per repeat.")
     parser.add_argument("--repeats", type=int, default=3)
@@ -168,28 +161,24 @@ def main() -> None:
             server.stop()
         buffer.close()
     ratios = [s / r for s, r in zip(sim_rates, real_rates, strict=True)]
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
     result = {
         "ratio": statistics.median(sim_rates) / statistics.median(real_rates),
-        "ratio_per_repeat": summary(ratios),
-        "simulated_steps_per_s": summary(sim_rates),
-        "real_steps_per_s": summary(real_rates),
+        "ratio_per_repeat": median_range(ratios, count=False),
+        "simulated_steps_per_s": median_range(sim_rates, count=False),
+        "real_steps_per_s": median_range(real_rates, count=False),
         "simulated_steps_answered_by": dict(answered),
         "envs": args.envs,
         "steps_per_env": args.steps,
         "repeats": args.repeats,
         "games": len(games),
         "memo": not args.no_memo,
-        "commit": commit,
+        "commit": git_commit(),
         "server_args": args.server_arg,
         "server_env": args.server_env,
     }
     print(json.dumps(result, indent=1))
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        write_json(args.out, result)
 
 
 if __name__ == "__main__":

@@ -53,11 +53,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from dreamgym_env.experience.memo import StepMemo
 
-ROOT = Path(__file__).resolve().parents[1]
+try:
+    from _harness import arg_parser, mean_std, write_json
+except ModuleNotFoundError:  # loaded by file path in the tests, which run from the repository root
+    from benchmarks._harness import arg_parser, mean_std, write_json
 
 ARMS = ("random", "real-only", "real-10%", "sim-only", "s2r")
 SIM_ARMS = ("sim-only", "s2r")
@@ -85,7 +86,7 @@ COMPARABLE = (
 
 # ---------------------------------------------------------------------------------------- settings
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = arg_parser(__doc__)
     p.add_argument("--suite", required=True, help="suite folder (suite.json), see textworld_suite")
     p.add_argument("--train-games", type=int, default=16, help="first N training games of the suite")
     p.add_argument("--heldout-games", type=int, default=32, help="first M held-out games of the suite")
@@ -410,17 +411,10 @@ def save_arm(arms_dir: Path, arm: str, config: dict[str, Any], record: dict[str,
             print(f"  note: {path} had other settings; replacing it", flush=True)
     seeds[str(record["seed"])] = record
     payload = {"arm": arm, "config": config, "seeds": dict(sorted(seeds.items(), key=lambda kv: int(kv[0])))}
-    path.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    write_json(path, payload)
 
 
 # ------------------------------------------------------------------------------------------- table
-def stats(values: list[float]) -> dict[str, float]:
-    """Mean, sample standard deviation (0 for one seed), min and max."""
-    v = np.asarray(values, dtype=float)
-    std = float(v.std(ddof=1)) if len(v) > 1 else 0.0
-    return {"mean": float(v.mean()), "std": std, "min": float(v.min()), "max": float(v.max()), "n": len(v)}
-
-
 def fmt(s: dict[str, float]) -> str:
     if s["n"] == 1:
         return f"{s['mean']:.2f}"
@@ -439,9 +433,9 @@ def summarise(arm_files: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]
         col = {k: [r[k] for r in rows] for k in rows[0] if isinstance(rows[0][k], int | float)}
         summary[arm] = {
             "seeds": [r["seed"] for r in rows],
-            "success_train": stats(col["success_train"]),
-            "success_heldout": stats(col["success_heldout"]),
-            "train_seconds": stats(col["train_seconds"]),
+            "success_train": mean_std(col["success_train"]),
+            "success_heldout": mean_std(col["success_heldout"]),
+            "train_seconds": mean_std(col["train_seconds"]),
             **{k: col[k] for k in ("real_steps", "sim_steps", "updates", "updates_sim", "updates_real")},
             "offline_transitions": rows[0].get("offline_transitions"),
         }
@@ -550,12 +544,9 @@ def build_table(out: Path) -> str:
         }
         for arm, s in summary.items()
     }
-    (out.parent / "results.json").write_text(
-        json.dumps(
-            {"table": table, "targets": dict(targets(summary)), "summary": summary, "arms": files}, indent=1
-        )
-        + "\n",
-        encoding="utf-8",
+    write_json(
+        out.parent / "results.json",
+        {"table": table, "targets": dict(targets(summary)), "summary": summary, "arms": files},
     )
     return "\n".join(lines)
 

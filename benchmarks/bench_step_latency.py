@@ -16,12 +16,12 @@ controlled workload of ``bench_vector_throughput.py``), so every step is answere
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import statistics
 import time
 
 import gymnasium as gym
+from _harness import arg_parser
 
 import dreamgym_env  # noqa: F401 - registers the ids
 from dreamgym_env.experience.schema import pin_fixed_answers
@@ -38,9 +38,7 @@ CAPS = dict(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--base-url", default=None)
     parser.add_argument("--model", default=None)

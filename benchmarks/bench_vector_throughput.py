@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium as gym
+from _harness import arg_parser, format_range, take_turns
 
 import dreamgym_env
 from dreamgym_env._event_loop import run_sync
@@ -270,24 +271,9 @@ def direct(
 
 
 # --------------------------------------------------------------------------------------- statistics
-def spread(values: Sequence[float], fmt: str = "{:.1f}") -> str:
-    """``median (min-max)``."""
-    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
-
-
 def rel_spread(values: Sequence[float]) -> float:
     """(max - min) / median: how far apart the repeats are."""
     return (max(values) - min(values)) / statistics.median(values)
-
-
-def repeated(repeats: int, contenders: dict[str, Callable[[], Run]]) -> dict[str, list[Run]]:
-    """Each contender ``repeats`` times, taking turns (the order rotates each repeat)."""
-    runs: dict[str, list[Run]] = {name: [] for name in contenders}
-    names = list(contenders)
-    for r in range(repeats):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            runs[name].append(contenders[name]())
-    return runs
 
 
 def ratios(runs: dict[str, list[Run]], a: str, b: str, tokens: bool = False) -> list[float]:
@@ -309,7 +295,7 @@ def measure_size(server: Server, n: int, args: argparse.Namespace, fixed: int | 
     }
     if n <= args.sync_max and fixed is not None:  # the fixed workload compares it; real answers skip it
         contenders["sync"] = lambda: sync_vector(server, n, args.sync_steps, fixed)
-    return repeated(args.repeats, contenders)
+    return take_turns(args.repeats, contenders)
 
 
 def size_table(
@@ -329,17 +315,17 @@ def size_table(
 
         def cell(name: str, runs: dict[str, list[Run]] = runs) -> str:
             rates = [r.token_rate if tokens else r.rate for r in runs[name]]
-            return spread(rates, "{:.0f}" if tokens else "{:.1f}")
+            return format_range(rates, "{:.0f}" if tokens else "{:.1f}")
 
         row = [ratios(runs, "native", "waves", tokens), ratios(runs, "async", "continuous", tokens)]
         sync_cells = ["n/a", "n/a"]
         if "sync" in runs:
             row.append(ratios(runs, "native", "sync", tokens))
-            sync_cells = [cell("sync"), spread(row[-1], "{:.1f}x")]
+            sync_cells = [cell("sync"), format_range(row[-1], "{:.1f}x")]
         per = [t for rs in runs.values() for r in rs for t in r.tokens]
         print(
             f"| {n} | {cell('continuous')} | {cell('waves')} | {cell('native')} | "
-            f"{spread(row[0], '{:.2f}')} | {cell('async')} | {spread(row[1], '{:.2f}')} | "
+            f"{format_range(row[0], '{:.2f}')} | {cell('async')} | {format_range(row[1], '{:.2f}')} | "
             f"{sync_cells[0]} | {sync_cells[1]} | {min(per)}-{max(per)} |",
             flush=True,
         )
@@ -386,14 +372,14 @@ def autoreset_table(server: Server, n: int, args: argparse.Namespace) -> None:
 
     # Warm-up: SAME_STEP plays the most episodes in the same steps (NEXT_STEP's are its first ones).
     mode("SameStep")()
-    runs = repeated(args.repeats, {"NEXT_STEP": mode("NextStep"), "SAME_STEP": mode("SameStep")})
+    runs = take_turns(args.repeats, {"NEXT_STEP": mode("NextStep"), "SAME_STEP": mode("SameStep")})
     print(
         f"\n| autoreset (N={n}, episodes of {length - 1}-{length + 1} steps, {steps} vector steps) | transitions/s "
         f"| transitions |\n|---|---:|---:|"
     )
     for name, rs in runs.items():
-        print(f"| {name} | {spread([r.rate for r in rs])} | {len(rs[0].tokens)} |")
-    print(f"| NEXT_STEP / SAME_STEP | {spread(ratios(runs, 'NEXT_STEP', 'SAME_STEP'), '{:.2f}')} | |")
+        print(f"| {name} | {format_range([r.rate for r in rs], '{:.1f}')} | {len(rs[0].tokens)} |")
+    print(f"| NEXT_STEP / SAME_STEP | {format_range(ratios(runs, 'NEXT_STEP', 'SAME_STEP'), '{:.2f}')} | |")
 
 
 def straggler_table(server: Server, n: int, args: argparse.Namespace) -> None:
@@ -413,7 +399,7 @@ def straggler_table(server: Server, n: int, args: argparse.Namespace) -> None:
         for w, reqs in workloads.items()
         for p in ("waves", "continuous")
     }
-    runs = repeated(args.repeats, contenders)
+    runs = take_turns(args.repeats, contenders)
     print(
         f"\n| stragglers (direct, N={n}) | answer chars | waves of N, tokens/s | continuous, tokens/s "
         f"| waves / continuous |\n|---|---|---:|---:|---:|"
@@ -423,7 +409,8 @@ def straggler_table(server: Server, n: int, args: argparse.Namespace) -> None:
         cont = [r.token_rate for r in runs[f"{w} continuous"]]
         rel = [a / b for a, b in zip(lock, cont, strict=True)]
         print(
-            f"| {w} | {label} | {spread(lock, '{:.0f}')} | {spread(cont, '{:.0f}')} | {spread(rel, '{:.2f}')} |"
+            f"| {w} | {label} | {format_range(lock, '{:.0f}')} | {format_range(cont, '{:.0f}')} "
+            f"| {format_range(rel, '{:.2f}')} |"
         )
 
 
@@ -452,9 +439,7 @@ def hit_rate(server: Server, backend: Backend, episodes: int = 4, steps: int = 6
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 32, 128])
     parser.add_argument("--steps", type=int, default=6, help="Vector steps (episode length) per measurement.")
     parser.add_argument("--repeats", type=int, default=3)

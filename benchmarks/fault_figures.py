@@ -56,12 +56,11 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+from _endpoints import ACTION, ANSWER, Endpoints, completion_body
+from _harness import arg_parser, write_json
 
 import dreamgym_env  # noqa: F401 - registers the ids
 from dreamgym_env.errors import InvalidResponseError, ResponseFormatError
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_endpoints import ACTION, ANSWER, Endpoints, _completion_body  # noqa: E402
 
 EARLIER = {
     "deadline_s": 3.11,
@@ -362,7 +361,7 @@ def measure_malformed() -> dict[str, Any]:
 # ------------------------------------------------------------------- 3. vector env, faulty endpoints
 def measure_vector_faults(steps: int, num_envs: int = 16) -> dict[str, Any]:
     """Lock-step vector steps over 2 good and 6 faulty endpoints; how many completed correctly."""
-    good_body = _completion_body()
+    good_body = completion_body()
     faults: dict[str, Callable[[], Reply]] = {
         "ok-1": lambda: Reply(body=good_body),
         "503": lambda: Reply(status=503, body={"error": {"message": "overloaded"}}),
@@ -833,9 +832,7 @@ def _table(figures: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument("--out", default="docs/results/fault_figures.json")
     parser.add_argument("--only", type=int, nargs="+", choices=range(1, 7), help="run only these figures")
     parser.add_argument("--vector-steps", type=int, default=140)
@@ -882,8 +879,7 @@ def main() -> int:
         "figures": figures,
     }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    write_json(out, result)
     print("\n| figure | measured | earlier |\n|---|---|---|")
     for name, measured, earlier in _table(figures):
         print(f"| {name} | {measured} | {earlier} |")

@@ -18,7 +18,6 @@ the output schema, and the real-answer table bounds them with the schema's lengt
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -28,7 +27,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from _harness import ROOT, arg_parser
+
 #: Qwen2-1.5B's shape, with whatever vocabulary the local tokenizer has.
 SHAPE = dict(
     hidden_size=1536,
@@ -143,9 +143,7 @@ def wait_healthy(server: subprocess.Popen[bytes], port: int, timeout: float, log
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = arg_parser(__doc__)
     parser.add_argument("--model-dir", type=Path, default=None, help="Serve this model folder instead.")
     parser.add_argument("--work-dir", type=Path, default=Path(tempfile.gettempdir()) / "dreamgym-gpu-bench")
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 32, 128, 256])

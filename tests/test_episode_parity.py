@@ -38,7 +38,7 @@ def textworld_games(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 @pytest.fixture(scope="module")
 def alfworld_games(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     pytest.importorskip("alfworld")
-    from tests._alfworld_games import write_games
+    from benchmarks._alfworld_games import write_games
 
     return write_games(tmp_path_factory.mktemp("parity_alfworld"))[:1]
 

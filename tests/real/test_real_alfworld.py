@@ -16,7 +16,7 @@ pytestmark = pytest.mark.real
 @pytest.fixture(scope="module")
 def games(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     pytest.importorskip("alfworld")
-    from tests._alfworld_games import write_games
+    from benchmarks._alfworld_games import write_games
 
     return write_games(tmp_path_factory.mktemp("alfworld_games"))
 

@@ -1,8 +1,13 @@
-"""Small ALFWorld games written by hand in ALFRED's PDDL game format, played by the real engine in tests.
+"""Small ALFWorld games written by hand in ALFRED's PDDL game format, for the real engine without a download.
 
 The benchmark's game files cannot be downloaded in CI, so each game here is a PDDL problem in ALFRED's
 domain packed, with ALFWorld's grammar for its task, into a ``game.tw-pddl`` file next to a minimal
 ``traj_data.json``, as the benchmark lays them out.
+
+``bench_real_vs_sim.py`` times the real engine on them and the tests play them (through
+``tests/_alfworld_games.py``). The one copy lives here because a benchmark, run as
+``python benchmarks/<name>.py``, sees only ``benchmarks/`` on its path, while the tests run from the
+repository root and can import ``benchmarks._alfworld_games``.
 """
 
 from __future__ import annotations
