@@ -159,7 +159,11 @@ def evaluate(
     folder = save_merged(model, tok, out / "merged")
     result: dict[str, Any] = {}
     with VLLMServer(
-        folder, served_model_name="policy", max_model_len=4096, log_path=out / "policy_vllm.log"
+        folder,
+        served_model_name="policy",
+        max_model_len=4096,
+        extra_args=["--seed", str(seed)],
+        log_path=out / "policy_vllm.log",
     ) as server:
         policy = served_policy(server.base_url, "policy", temperature=args.temperature)
         for name, envs in splits.items():

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,8 +206,10 @@ def play_tool_policy(
                     if not calls:
                         continue
                     called[i] = True
-                    action = str(calls[0]["function"].get("arguments", {}).get("action", ""))
-                    chats[i] += [reply, {"role": "tool", "name": "act", "content": envs[i].act(action)}]
+                    chats[i] += [
+                        reply,
+                        {"role": "tool", "name": "act", "content": _run_call(envs[i], calls[0])},
+                    ]
                     if not envs[i].done:
                         still.append(i)
                 live = still
@@ -228,6 +230,21 @@ def play_tool_policy(
     return played
 
 
+def _run_call(env: Any, call: Mapping[str, Any]) -> str:
+    """The tool's answer to one parsed call; a malformed call gets the error text TRL would send back.
+
+    TRL calls ``tool(**arguments)`` and, when that raises (arguments that are not an object, a missing
+    or unknown argument, another tool's name), answers ``{'error': ...}`` without stepping the env.
+    """
+    function = call.get("function", {})
+    arguments = function.get("arguments")
+    if function.get("name") != "act":
+        return str({"error": f"Tool {function.get('name')} not found."})
+    if not isinstance(arguments, Mapping) or set(arguments) != {"action"}:
+        return str({"error": f"act() takes one argument, action; got {arguments!r}"})
+    return str(env.act(str(arguments["action"])))
+
+
 def served_policy(
     base_url: str,
     model: str,
@@ -235,13 +252,18 @@ def served_policy(
     temperature: float = 1.0,
     max_call_tokens: int = 48,
     timeout_s: float = 300.0,
+    seeded: bool = False,
 ) -> Completer:
     """A policy served by vLLM's OpenAI server, for :func:`play_tool_policy`.
 
-    Prompts go as token ids, one concurrent request each (each with its own seed: one request with a
-    list of prompts would sample identical prompts alike, and episodes of one task would all play the
-    same); answers come back as token ids (vLLM's ``return_token_ids``), so the tool-call parser sees
-    exactly what was sampled. vLLM's prefix cache keeps what turns and episodes share.
+    Prompts go as token ids, one concurrent request each; answers come back as token ids (vLLM's
+    ``return_token_ids``), so the tool-call parser sees exactly what was sampled. vLLM's prefix cache
+    keeps what turns and episodes share.
+
+    vLLM's CPU build refuses per-request seeds (its engine stops with "CPU Generator does not use
+    offset"), so by default requests carry none: start the server with ``--seed`` and the sampler starts
+    alike, but concurrent requests draw in arrival order, so a repeat agrees in distribution, not token
+    for token. Where the build takes them (GPU), ``seeded=True`` sends each request its own seed.
 
     Args:
         base_url: ``http://127.0.0.1:PORT/v1``.
@@ -249,6 +271,7 @@ def served_policy(
         temperature: Sampling temperature.
         max_call_tokens: Tokens a reply may take.
         timeout_s: Seconds one request may take.
+        seeded: Send :func:`play_tool_policy`'s per-request seeds.
     """
     import openai
 
@@ -260,7 +283,7 @@ def served_policy(
             prompt=prompt,
             max_tokens=max_call_tokens,
             temperature=temperature,
-            seed=seed,
+            seed=seed if seeded else None,
             extra_body={"return_token_ids": True, "skip_special_tokens": False},
         )
         ids = getattr(response.choices[0], "token_ids", None)

@@ -115,3 +115,20 @@ def test_the_tool_env_shows_the_last_info_without_making_it_a_tool() -> None:
 
     tools = [n for n, _ in inspect.getmembers(DreamGymToolEnv, inspect.isfunction) if not n.startswith("_")]
     assert sorted(tools) == ["act", "get_reward", "reset"]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '<tool_call>\n{"name": "act", "arguments": "look"}\n</tool_call>',
+        '<tool_call>\n{"name": "act", "arguments": {"command": "look"}}\n</tool_call>',
+        '<tool_call>\n{"name": "move", "arguments": {"action": "look"}}\n</tool_call>',
+    ],
+)
+def test_a_malformed_call_is_answered_with_an_error_and_steps_nothing(tok: Any, reply: str) -> None:
+    factory = envs()
+    policy = scripted(tok, lambda text: reply if "<tool_response>" not in text else tool_call("take key"))
+    played = play_tool_policy(factory, factory.rows()[:1], tok, policy, max_turns=3)
+    assert played[0].actions == ["take key"] and played[0].success  # the bad call did not step the env
+    second_prompt = policy.seen[1][0]
+    assert "error" in second_prompt.split("<tool_response>")[-1]
