@@ -18,22 +18,12 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 
-from dreamgym_env.buffer.embedders import Embedder, HashingEmbedder
+from dreamgym_env.buffer.embedders import Embedder
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, DreamGymError
 from dreamgym_env.rollout import unbatch_infos
-from dreamgym_env.wrappers.discrete_actions import (
-    InvalidIndexPolicy,
-    action_mask,
-    check_discrete_config,
-    index_to_action,
-    observe_actions,
-)
-from dreamgym_env.wrappers.text_embedding import (
-    EmbeddedField,
-    check_fields,
-    embed_observations,
-    embedding_space,
-)
+from dreamgym_env.wrappers.discrete_actions import InvalidIndexPolicy, action_mask
+from dreamgym_env.wrappers.text_embedding import EmbeddedField
+from dreamgym_env.wrappers.vector import VectorDiscreteActions, VectorTextEmbedding
 
 try:
     from stable_baselines3.common.env_util import is_wrapped
@@ -102,19 +92,16 @@ class SB3VecEnv(VecEnv):
                 "Build it with autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP, or use "
                 "SB3VecEnv.make(env_id, num_envs) / SB3VecEnv.from_env_fns(env_fns)."
             )
-        sub_envs = getattr(venv, "envs", None)
-        domain = getattr(sub_envs[0].unwrapped, "domain", None) if sub_envs else None
-        check_discrete_config(max_actions, on_invalid, domain)
         self.venv = venv
+        # The batch goes through the vector wrappers, which own the rules; this class only speaks SB3.
+        self._discrete = VectorDiscreteActions(venv, max_actions, on_invalid)
+        self._stack = VectorTextEmbedding(self._discrete, embedder, fields)
         self.max_actions = max_actions
         self.on_invalid: InvalidIndexPolicy = on_invalid
-        self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder(dim=256)
-        self.fields = check_fields(fields)
-        self._actions: list[list[str]] = [[] for _ in range(venv.num_envs)]
-        self._pending: list[int] | None = None
-        super().__init__(
-            venv.num_envs, embedding_space(self.embedder, self.fields), spaces.Discrete(max_actions)
-        )
+        self.embedder: Embedder = self._stack.embedder
+        self.fields = self._stack.fields
+        self._pending: np.ndarray | None = None
+        super().__init__(venv.num_envs, self._stack.single_observation_space, spaces.Discrete(max_actions))
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -176,76 +163,50 @@ class SB3VecEnv(VecEnv):
                 f"different options per env: {self._options}. Set the same options for every env."
             )
         # Sync, Async and DreamGym vector envs take one seed per sub-env (the base class types an int).
-        obs, batched = self.venv.reset(seed=seeds, options=options or None)  # type: ignore[arg-type]
-        infos = unbatch_infos(batched, self.num_envs)
-        for i, info in enumerate(infos):
-            if "admissible_actions" not in info:
-                raise DreamGymError(
-                    "SB3VecEnv wraps DreamGym envs, whose info carries 'admissible_actions'; sub-env "
-                    f"{i}'s reset info has only {sorted(info)}."
-                )
-            self._actions[i] = observe_actions(info, self.max_actions)
-        self.reset_infos = infos
+        obs, batched = self._stack.reset(seed=seeds, options=options or None)  # type: ignore[arg-type]
+        self.reset_infos = unbatch_infos(batched, self.num_envs)
         self._reset_seeds()
         self._reset_options()
-        return embed_observations(self.embedder, self.fields, list(obs), infos)
+        return obs
 
     def step_async(self, actions: np.ndarray) -> None:
         """Keep the N action indices for :meth:`step_wait`."""
         indices = np.asarray(actions).reshape(-1)
         if len(indices) != self.num_envs:
             raise ConfigError(f"Got {len(indices)} actions for {self.num_envs} envs.")
-        self._pending = [int(a) for a in indices]
+        self._pending = indices
 
     def step_wait(self) -> VecEnvStepReturn:
-        """One vector step (concurrent for ``DreamGymVectorEnv``) and one embedding call for the batch."""
+        """One vector step (concurrent for ``DreamGymVectorEnv``), in SB3's form.
+
+        An ended sub-env's info is its final step's (``final_info``), with the embedded last
+        observation as ``terminal_observation`` and ``TimeLimit.truncated``; the new episode's goes to
+        ``reset_infos``.
+        """
         if self._pending is None:
             raise DreamGymError("step_wait() needs a step_async(actions) first.")
         indices, self._pending = self._pending, None
-        played = [
-            index_to_action(self._actions[i], index, self.on_invalid) for i, index in enumerate(indices)
-        ]
-        obs, rewards, terminations, truncations, batched = self.venv.step([text for text, _ in played])
-        infos = unbatch_infos(batched, self.num_envs)
+        obs, rewards, terminations, truncations, batched = self._stack.step(indices)
         dones = np.logical_or(terminations, truncations)
         step_infos: list[dict[str, Any]] = []
-        finals: list[tuple[int, str]] = []
-        for i, info in enumerate(infos):
+        for i, info in enumerate(unbatch_infos(batched, self.num_envs)):
             if dones[i]:
-                final_obs, step_info = info.pop("final_obs"), info.pop("final_info")
+                terminal, step_info = info.pop("final_obs"), info.pop("final_info")
+                step_info["terminal_observation"] = terminal
                 self.reset_infos[i] = info
-                finals.append((i, final_obs))
             else:
                 step_info = info
-            text, error = played[i]
-            if error is not None:
-                step_info["last_action_error"] = error
-            step_info["action_text"] = text
             step_info["TimeLimit.truncated"] = bool(truncations[i] and not terminations[i])
-            self._actions[i] = observe_actions(step_info, self.max_actions)
-            if dones[i]:
-                self._actions[i] = observe_actions(info, self.max_actions)
             step_infos.append(step_info)
-
-        # One embedding call: the N current observations, then the last observations of ended episodes.
-        current = [self.reset_infos[i] if dones[i] else step_infos[i] for i in range(self.num_envs)]
-        vectors = embed_observations(
-            self.embedder,
-            self.fields,
-            [*obs, *(text for _, text in finals)],
-            [*current, *(step_infos[i] for i, _ in finals)],
-        )
-        for row, (i, _) in enumerate(finals, start=self.num_envs):
-            step_infos[i]["terminal_observation"] = vectors[row]
-        return vectors[: self.num_envs], np.asarray(rewards, dtype=np.float32), dones, step_infos
+        return obs, np.asarray(rewards, dtype=np.float32), dones, step_infos
 
     def action_masks(self) -> np.ndarray:
         """The ``(N, K)`` boolean masks of the sub-envs' current states (never an all-False row)."""
-        return np.stack([action_mask(len(a), self.max_actions) for a in self._actions])
+        return self._discrete.action_masks()
 
     def actions(self, index: int) -> list[str]:
         """The admissible actions of sub-env ``index`` that indices ``0..K-1`` stand for."""
-        return list(self._actions[index])
+        return self._discrete.actions[index]
 
     def close(self) -> None:
         """Close the vector env (and, if it created it, the shared backend)."""
@@ -255,7 +216,7 @@ class SB3VecEnv(VecEnv):
         """``action_masks`` gives each sub-env's mask function; other names are read on the sub-envs."""
         if attr_name == _MASKS:
             return [
-                lambda i=i: action_mask(len(self._actions[i]), self.max_actions)
+                lambda i=i: action_mask(len(self._discrete.actions[i]), self.max_actions)
                 for i in self._get_indices(indices)
             ]
         return [env.get_wrapper_attr(attr_name) for env in self._targets(indices, attr_name)]

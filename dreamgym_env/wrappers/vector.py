@@ -109,9 +109,22 @@ class VectorDiscreteActions(VectorWrapper):
         _annotate(infos, ~self._resetting & ~ended_here, played)
         if ended_here.any():
             _annotate(infos["final_info"], ended_here, played)
+            self._describe_final(infos["final_info"], ended_here)
         if self.env.metadata.get("autoreset_mode") is AutoresetMode.NEXT_STEP:
             self._resetting = np.logical_or(terminations, truncations)
         return obs, rewards, terminations, truncations, self._observe(infos)
+
+    def _describe_final(self, final_info: dict[str, Any], ended: np.ndarray) -> None:
+        """Masks and drop counts of the ended episodes' last states, as ``DiscreteActions`` gives them."""
+        listed = final_info.get("admissible_actions")
+        masks = np.zeros((self.num_envs, self.max_actions), dtype=np.bool_)
+        dropped = np.zeros(self.num_envs, dtype=np.int64)
+        for j in np.flatnonzero(ended):
+            actions = [str(a) for a in (listed[j] if listed is not None else None) or []]
+            masks[j] = action_mask(min(len(actions), self.max_actions), self.max_actions)
+            dropped[j] = max(0, len(actions) - self.max_actions)
+        final_info["action_mask"], final_info["_action_mask"] = masks, ended.copy()
+        final_info["actions_dropped"], final_info["_actions_dropped"] = dropped, ended.copy()
 
     def _observe(self, infos: dict[str, Any]) -> dict[str, Any]:
         """Read the admissible actions of the sub-envs ``infos`` reports on; add masks and drop counts."""
