@@ -61,6 +61,7 @@ class Args:
     max_completion_length: int = 1024
     temperature: float = 0.7
     eval_episodes: int = 100
+    save_steps: int = 2  # GRPO checkpoints (adapter and optimizer), so a stopped run resumes
     seeds: str = "0,1,2"
     experience: str = "shipped"  # shipped | scripted (plumbing only)
     results: str = ""  # also write the before/after figures here (docs/results/grpo.json)
@@ -228,7 +229,9 @@ def grpo(model: Any, tok: Any, train: list[str], args: Args, seed: int, out: Pat
             logging_steps=1,
             report_to=[],
             use_cpu=True,
-            save_strategy="no",
+            save_strategy="steps",  # a stopped run resumes from its last checkpoint
+            save_steps=args.save_steps,
+            save_total_limit=1,
             seed=seed,
         )
         trainer = trl.GRPOTrainer(
@@ -239,7 +242,8 @@ def grpo(model: Any, tok: Any, train: list[str], args: Args, seed: int, out: Pat
             environment_factory=sim,
         )
         started = time.monotonic()
-        trainer.train()
+        checkpoints = sorted((out / "grpo").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+        trainer.train(resume_from_checkpoint=str(checkpoints[-1]) if checkpoints else None)
         rewards = [
             log["rewards/DreamGymToolEnv/mean"]
             for log in trainer.state.log_history
