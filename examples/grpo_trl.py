@@ -62,6 +62,9 @@ class Args:
     temperature: float = 0.7
     eval_episodes: int = 100
     save_steps: int = 2  # GRPO checkpoints (adapter and optimizer), so a stopped run resumes
+    evaluate_checkpoint: str = (
+        ""  # only measure this saved adapter (e.g. a GRPO checkpoint) in the real games
+    )
     seeds: str = "0,1,2"
     experience: str = "shipped"  # shipped | scripted (plumbing only)
     results: str = ""  # also write the before/after figures here (docs/results/grpo.json)
@@ -282,6 +285,12 @@ def main(args: Args) -> None:
     train, heldout = games(args, out)
     splits = {"heldout": real_envs(heldout, args), "train": real_envs(train, args)}
     print(f"{len(train)} training and {len(heldout)} held-out coin-collector games (levels {args.levels})")
+    if args.evaluate_checkpoint:
+        model, tok = pretrained_tool_policy(adapter=args.evaluate_checkpoint)
+        folder = Path(args.evaluate_checkpoint)
+        result = evaluate(model, tok, splits, args, seeds[0], folder)
+        (folder / "real_success.json").write_text(json.dumps(result, indent=1))
+        return
 
     warm = out / "warm_start"
     if (warm / "adapter_config.json").exists():
