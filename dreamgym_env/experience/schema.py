@@ -116,7 +116,7 @@ def pin_fixed_answers(env: Any, chars: int) -> None:
     schema = fixed_answer_schema(chars)
     base = getattr(env, "unwrapped", env)
     subs = [getattr(e, "unwrapped", e) for e in getattr(base, "envs", [base])]
-    models = [e.model for e in subs if hasattr(e, "model")]
+    models = [e.experience_model for e in subs if hasattr(e, "experience_model")]
     if not models:
         raise ValueError(f"{type(base).__name__} has no experience model to pin the answers of.")
     for model in models:
