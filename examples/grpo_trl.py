@@ -17,7 +17,7 @@
 Each stage writes its result under ``--out-dir`` and is skipped when it is there, so a run stopped
 between stages resumes where it was.
 
-    python examples/grpo_trl.py                          # 3 seeds, the table in docs/training_rl.md
+    python examples/grpo_trl.py --results docs/results/grpo.json   # 3 seeds: 4-7 h on two CPU cores
     python examples/grpo_trl.py --seeds 0 --grpo-steps 2 --eval-episodes 8 --experience scripted
 """
 
