@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-__all__ = ["bounded_int", "path", "positive_int", "text"]
-
 
 def bounded_int(low: int, high: int | None = None, *, what: str | None = None) -> Callable[[str], int]:
     """An argparse ``type``: an integer from ``low`` to ``high`` (no upper bound when ``None``)."""

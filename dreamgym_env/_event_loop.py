@@ -14,8 +14,6 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["gather_all_or_none", "run_sync", "shared_loop"]
-
 T = TypeVar("T")
 
 _lock = threading.Lock()

@@ -22,18 +22,6 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from gymnasium.envs.registration import EnvSpec
 from pydantic import SecretStr
 
-__all__ = [
-    "MASK",
-    "Redacted",
-    "SpecWithoutSecrets",
-    "redact_endpoint_text",
-    "redact_kwargs",
-    "redact_text",
-    "redact_url",
-    "secrets_gymnasium_would_show",
-    "split_userinfo",
-]
-
 MASK = "**********"  # what pydantic's SecretStr shows, so every masked value looks the same
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")

@@ -30,24 +30,21 @@ from dreamgym_env.spaces import FreeText, escape_non_text, text_problem
 from dreamgym_env.types import Source, Step, Task, Transition
 
 __all__ = [
-    "DEFAULT_MAX_ACTION_CHARS",
     "DEFAULT_MAX_STATE_CHARS",
-    "FEEDBACK_CHARS",
     "INVALID_ACTION",
     "EpisodeEnv",
     "EpisodeStart",
     "PendingStep",
     "WorldStep",
-    "feedback_observation",
     "fit_state",
     "render_episode",
 ]
 
 DEFAULT_MAX_STATE_CHARS: int = EnvConfig.model_fields["max_state_chars"].default
 """Longest state, simulated or real, unless configured (``max_state_chars``)."""
-DEFAULT_MAX_ACTION_CHARS: int = EnvConfig.model_fields["max_action_chars"].default
+_DEFAULT_MAX_ACTION_CHARS: int = EnvConfig.model_fields["max_action_chars"].default
 """Longest accepted action unless configured (``max_action_chars``)."""
-FEEDBACK_CHARS = 1024
+_FEEDBACK_CHARS = 1024
 """Room for the invalid-action line in front of the state: observations hold up to state + this."""
 INVALID_ACTION = "[Invalid action]"
 """How the observation of a step whose action was rejected begins."""
@@ -120,13 +117,13 @@ def fit_state(state: str, max_chars: int) -> str:
     return state[:max_chars]
 
 
-def feedback_observation(error: str, state: str) -> str:
+def _feedback_observation(error: str, state: str) -> str:
     """The observation of a rejected action: ``[Invalid action] <why>``, a blank line, then the state.
 
-    The reason is cut to fit :data:`FEEDBACK_CHARS`, so the state is never cut and the observation
+    The reason is cut to fit :data:`_FEEDBACK_CHARS`, so the state is never cut and the observation
     always starts with :data:`INVALID_ACTION`.
     """
-    room = FEEDBACK_CHARS - len(INVALID_ACTION) - 3
+    room = _FEEDBACK_CHARS - len(INVALID_ACTION) - 3
     why = error if len(error) <= room else error[: room - 1] + "…"
     return f"{INVALID_ACTION} {why}\n\n{state}"
 
@@ -174,7 +171,7 @@ class EpisodeEnv(gym.Env[str, str]):
         *,
         max_steps: int | None = None,
         max_state_chars: int = DEFAULT_MAX_STATE_CHARS,
-        max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
+        max_action_chars: int = _DEFAULT_MAX_ACTION_CHARS,
         render_mode: str | None = None,
     ) -> None:
         self.domain = get_domain(domain)
@@ -189,7 +186,7 @@ class EpisodeEnv(gym.Env[str, str]):
         self.render_mode = render_mode
         self.max_state_chars = max_state_chars
         self.max_action_chars = max_action_chars
-        self.observation_space = FreeText(max_length=max_state_chars + FEEDBACK_CHARS)
+        self.observation_space = FreeText(max_length=max_state_chars + _FEEDBACK_CHARS)
         self.action_space = FreeText(max_length=max_action_chars)
         self.last_transition: Transition | None = None
         self._task: Task | None = None
@@ -346,7 +343,7 @@ class EpisodeEnv(gym.Env[str, str]):
         else:
             self.last_transition = None
             error = outcome.last_action_error
-            self._obs = feedback_observation(error, self._state) if error else self._state
+            self._obs = _feedback_observation(error, self._state) if error else self._state
         terminated = bool(outcome.done)
         truncated = not terminated and self._step >= self.max_steps
         if terminated or truncated:

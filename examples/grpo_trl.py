@@ -158,7 +158,7 @@ def evaluate(
     model: Any, tok: Any, splits: dict[str, DreamGymEnvironments], args: Args, seed: int, out: Path
 ) -> dict[str, Any]:
     """Real success on each split with the policy served by vLLM (a merged copy of ``model``)."""
-    from dreamgym_env.serving.vllm_server import VLLMServer
+    from dreamgym_env.serving import VLLMServer
     from dreamgym_env.training.policy import play_tool_policy, save_merged, served_policy
 
     folder = save_merged(model, tok, out / "merged")

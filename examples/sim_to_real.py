@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from dreamgym_env import DreamGymEnv
 from dreamgym_env.buffer import ReplayBuffer
 from dreamgym_env.domains.textworld import TextWorldDomain
-from dreamgym_env.env import DreamGymEnv
 from dreamgym_env.real.textworld import TextWorldRealEnv, make_games, tasks_from_games
-from dreamgym_env.wrappers.sim_to_real import SimToRealEnv, SimToRealSchedule
+from dreamgym_env.wrappers import SimToRealEnv, SimToRealSchedule
 
 
 @dataclass

@@ -35,10 +35,10 @@ import numpy as np
 from dreamgym_env.buffer.config import IndexConfig
 from dreamgym_env.errors import DependencyNotInstalled
 
-__all__ = ["ExactIndex", "HNSWIndex", "IVFIndex", "ShardedIndex", "VectorIndex", "import_faiss"]
+__all__ = ["ExactIndex", "HNSWIndex", "IVFIndex", "ShardedIndex", "VectorIndex"]
 
 
-def import_faiss() -> Any:
+def _import_faiss() -> Any:
     """Import faiss, or raise :class:`DependencyNotInstalled` naming the ``buffer`` extra."""
     try:
         import faiss
@@ -183,7 +183,7 @@ class IVFIndex:
     kind = "ivf"
 
     def __init__(self, dim: int, config: IndexConfig, train_vectors: np.ndarray | None = None) -> None:
-        self._faiss = import_faiss()
+        self._faiss = _import_faiss()
         self._query_threads = config.query_threads
         self.dim = dim
         self._nprobe = config.nprobe
@@ -287,7 +287,7 @@ class HNSWIndex:
     kind = "hnsw"
 
     def __init__(self, dim: int, config: IndexConfig) -> None:
-        faiss = import_faiss()
+        faiss = _import_faiss()
         self._faiss = faiss
         self._query_threads = config.query_threads
         self.dim = dim
@@ -434,7 +434,7 @@ class ShardedIndex:
         self._max_id: dict[str, int] = {}
         self._retrains: dict[str, _Retrain] = {}
         if config.threads is not None and config.kind != "exact":
-            import_faiss().omp_set_num_threads(config.threads)
+            _import_faiss().omp_set_num_threads(config.threads)
 
     def __len__(self) -> int:
         return sum(len(s) for s in self.shards.values())
@@ -517,7 +517,7 @@ class ShardedIndex:
                     nice = min(os.getpriority(os.PRIO_PROCESS, 0) + _RETRAIN_NICE, 19)
                     os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
                 if self.config.threads is not None:  # OpenMP settings are per thread
-                    import_faiss().omp_set_num_threads(self.config.threads)
+                    _import_faiss().omp_set_num_threads(self.config.threads)
                 job.result = self._build(kind, *self._load_shard(domain, max_id))
             except BaseException as e:  # reported by install_retrained, on the owner's thread
                 job.error = e

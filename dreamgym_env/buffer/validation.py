@@ -12,9 +12,9 @@ import math
 
 from dreamgym_env.types import Transition
 
-__all__ = ["INT64_RANGE", "transition_problem"]
+__all__ = ["transition_problem"]
 
-INT64_RANGE = (-(2**63), 2**63 - 1)
+_INT64_RANGE = (-(2**63), 2**63 - 1)
 """The integers SQLite's ``INTEGER`` holds."""
 
 _TEXT_FIELDS = ("domain", "task_id", "task", "episode_id", "state", "action", "next_state")
@@ -26,7 +26,7 @@ def transition_problem(t: Transition) -> str | None:
         return f"reward is {t.reward!r}; rewards must be finite numbers"
     if not math.isfinite(t.timestamp):
         return f"timestamp is {t.timestamp!r}; timestamps must be finite numbers"
-    low, high = INT64_RANGE
+    low, high = _INT64_RANGE
     if not low <= t.step <= high:
         return f"step {t.step} is outside the 64-bit integer range [{low}, {high}]"
     for name in _TEXT_FIELDS:

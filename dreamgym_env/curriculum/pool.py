@@ -22,9 +22,9 @@ from dreamgym_env.errors import StoreError
 from dreamgym_env.storage.tables import SQLiteTables, open_tables, where
 from dreamgym_env.types import Task
 
-__all__ = ["Origin", "Outcome", "PoolTask", "Rejection", "TaskPool", "task_family", "POOL_SCHEMA_VERSION"]
+__all__ = ["Origin", "Outcome", "PoolTask", "Rejection", "TaskPool", "task_family"]
 
-POOL_SCHEMA_VERSION = 1
+_POOL_SCHEMA_VERSION = 1
 
 Origin = Literal["seed", "generated", "external"]
 """How a task entered the pool: given by the user or a domain (``seed``), proposed by the curriculum
@@ -69,7 +69,7 @@ _SCHEMA = (
     created_at {double} NOT NULL
 )""",
     "INSERT INTO curriculum_meta (key, value) VALUES "
-    f"('schema_version', '{POOL_SCHEMA_VERSION}') ON CONFLICT DO NOTHING",
+    f"('schema_version', '{_POOL_SCHEMA_VERSION}') ON CONFLICT DO NOTHING",
 )
 _SETUP_LOCK = 0x44474355  # PostgreSQL's advisory lock key for schema creation ("DGCU")
 
@@ -209,11 +209,11 @@ class TaskPool:
     def _check_version(self) -> None:
         try:
             version = self._scalar("SELECT value FROM curriculum_meta WHERE key = 'schema_version'")
-            if int(version) != POOL_SCHEMA_VERSION:
+            if int(version) != _POOL_SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path} holds a task pool of schema version {version}; "
                     "this version of dreamgym_env reads "
-                    f"version {POOL_SCHEMA_VERSION}. Use a new pool file or the matching package version."
+                    f"version {_POOL_SCHEMA_VERSION}. Use a new pool file or the matching package version."
                 )
         except BaseException:
             self._db.close()

@@ -19,9 +19,9 @@ from dreamgym_env.curriculum.pool import TaskPool
 from dreamgym_env.curriculum.stats import compute_task_stats
 from dreamgym_env.errors import DependencyNotInstalled
 
-__all__ = ["CurriculumReport", "FamilyStats", "VARIANCE_BINS", "build_report", "format_report", "plot_report"]
+__all__ = ["CurriculumReport", "FamilyStats", "build_report", "format_report", "plot_report"]
 
-VARIANCE_BINS: tuple[float, ...] = (0.0, 1e-9, 0.05, 0.1, 0.15, 0.2, 0.25 + 1e-9)
+_VARIANCE_BINS: tuple[float, ...] = (0.0, 1e-9, 0.05, 0.1, 0.15, 0.2, 0.25 + 1e-9)
 """Histogram edges of V: exactly 0 (no advantage signal), then steps up to 0.25, the binary maximum."""
 
 
@@ -49,7 +49,7 @@ class CurriculumReport:
         episodes: Outcomes recorded.
         growth: ``(episodes recorded, seed tasks, generated tasks)`` at every change of the pool.
         variances: V of every task with an outcome, over its own latest ``n``.
-        variance_histogram: Task counts in :data:`VARIANCE_BINS`.
+        variance_histogram: Task counts in :data:`_VARIANCE_BINS`.
         families: Per family, sorted by name.
         rejections: Rejected candidates per stage.
     """
@@ -106,9 +106,9 @@ def build_report(pool: TaskPool, *, domain: str | None = None, n: int = 8) -> Cu
 
     variances = [stats[e.task_id].variance for e in entries if stats[e.task_id].explored]
     histogram = (
-        np.histogram(variances, bins=VARIANCE_BINS)[0].tolist()
+        np.histogram(variances, bins=_VARIANCE_BINS)[0].tolist()
         if variances
-        else [0] * (len(VARIANCE_BINS) - 1)
+        else [0] * (len(_VARIANCE_BINS) - 1)
     )
 
     families: list[FamilyStats] = []
@@ -159,7 +159,7 @@ def format_report(report: CurriculumReport) -> str:
     ]
     labels = ["0"] + [
         f"({lo:.2f}, {min(hi, 0.25):.2f}]"
-        for lo, hi in zip(VARIANCE_BINS[1:-1], VARIANCE_BINS[2:], strict=True)
+        for lo, hi in zip(_VARIANCE_BINS[1:-1], _VARIANCE_BINS[2:], strict=True)
     ]
     lines += [
         f"| {label} | {count} |" for label, count in zip(labels, report.variance_histogram, strict=True)
@@ -206,7 +206,7 @@ def plot_report(report: CurriculumReport, path: str | os.PathLike[str]) -> Path:
         ax_growth.legend()
     ax_growth.set(title="Pool size", xlabel="episodes recorded", ylabel="tasks")
 
-    edges = np.asarray(VARIANCE_BINS)
+    edges = np.asarray(_VARIANCE_BINS)
     ax_var.bar(range(len(report.variance_histogram)), report.variance_histogram, color="tab:purple")
     ax_var.set_xticks(
         range(len(report.variance_histogram)),

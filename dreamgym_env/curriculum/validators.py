@@ -34,7 +34,6 @@ from dreamgym_env.domains.webshop import WEBSHOP_CATEGORIES
 from dreamgym_env.types import Task
 
 __all__ = [
-    "ALFWORLD_OBJECTS",
     "WEBSHOP_CATEGORIES",
     "Validator",
     "check_instruction",
@@ -171,7 +170,7 @@ def validate_webshop(task: Task) -> str | None:
 # ALFWorld
 # --------------------------------------------------------------------------------------------------
 
-ALFWORLD_OBJECTS = frozenset(
+_ALFWORLD_OBJECTS = frozenset(
     {
         "alarmclock",
         "apple",
@@ -304,7 +303,7 @@ def validate_alfworld(task: Task) -> str | None:
     if task_type not in ALFWORLD_TASK_TYPES:
         return f"task_type {task_type!r:.60} is not one of ALFWorld's six: {list(ALFWORLD_TASK_TYPES)}"
     obj = meta.get("object")
-    if obj not in ALFWORLD_OBJECTS:
+    if obj not in _ALFWORLD_OBJECTS:
         return f"object {obj!r:.40} is not an ALFWorld object an agent can pick up (e.g. apple, mug, book)"
     looking = task_type == "look_at_obj_in_light"
     receptacles = {kind for room in ROOM_RECEPTACLES.values() for kind in room}

@@ -78,6 +78,7 @@ class BuiltinDomain(NamedTuple):
     validator: str
 
 
+#: Every built-in domain by name: its classes, ids and real environment.
 BUILTIN_DOMAINS: dict[str, BuiltinDomain] = {
     "webshop": BuiltinDomain(
         env_id="DreamGym/WebShop-v0",

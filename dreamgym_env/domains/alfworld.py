@@ -1,6 +1,6 @@
 """ALFWorld: household tasks in TextWorld rooms built from ALFRED scenes.
 
-This module owns the room layouts (:data:`ROOM_RECEPTACLES`, :func:`render_room`) and the first
+This module owns the room layouts (:data:`ROOM_RECEPTACLES`, :func:`_render_room`) and the first
 state; the task types, goal phrasings, task ids and task files are in
 :mod:`~dreamgym_env.domains.alfworld_tasks` (:meth:`ALFWorldDomain.load_tasks`). What uses them: the
 real env in :mod:`dreamgym_env.real.alfworld`; the ReAct transcript import in
@@ -28,7 +28,7 @@ from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.errors import DataFormatError
 from dreamgym_env.types import Task
 
-__all__ = ["LAMPS", "LAMP_STANDS", "ROOM_RECEPTACLES", "ALFWorldDomain", "render_room"]
+__all__ = ["LAMPS", "LAMP_STANDS", "ROOM_RECEPTACLES", "ALFWorldDomain"]
 
 ROOM_RECEPTACLES: dict[str, dict[str, tuple[int, int]]] = {
     "kitchen": {
@@ -95,7 +95,7 @@ LAMP_STANDS: tuple[str, ...] = ("desk", "sidetable")
 """Where a lamp stands: a look-at task's room needs one of these."""
 
 
-def render_room(receptacles: Sequence[str], task_text: str) -> str:
+def _render_room(receptacles: Sequence[str], task_text: str) -> str:
     """The opening observation of an ALFWorld game.
 
     Args:
@@ -234,7 +234,7 @@ class ALFWorldDomain(Domain):
             receptacles = _receptacles_in(text)
         else:
             receptacles = _listing_order(self._draw_room(task, rng))
-            text = render_room(receptacles, task.instruction)
+            text = _render_room(receptacles, task.instruction)
         actions = [f"go to {r}" for r in receptacles] + ["inventory", "look"]
         return InitialState(state=text, admissible_actions=actions)
 

@@ -23,7 +23,6 @@ __all__ = [
     "ALFWORLD_TASK_TYPES",
     "ALFWORLD_TOOLS",
     "alfworld_react_task",
-    "alfworld_react_task_id",
     "alfworld_tasks_from_templates",
     "alfworld_trial_task_id",
     "load_alfworld_react_tasks",
@@ -236,7 +235,7 @@ def load_alfworld_react_tasks(path: PathLike) -> list[Task]:
     return tasks
 
 
-def alfworld_react_task_id(name: str) -> str:
+def _alfworld_react_task_id(name: str) -> str:
     """The task id of a ReAct prompt file's entry ``name``: ``alfworld-react-<name>``."""
     return f"alfworld-react-{name}"
 
@@ -263,7 +262,7 @@ def alfworld_react_task(name: str, text: str) -> Task:
         metadata["task_type"] = task_type
     metadata["initial_observation"] = text[: match.start()].strip()
     return Task(
-        task_id=alfworld_react_task_id(name),
+        task_id=_alfworld_react_task_id(name),
         domain="alfworld",
         instruction=instruction,
         metadata=metadata,

@@ -25,19 +25,17 @@ from dreamgym_env.types import Task
 
 __all__ = [
     "MINIWOB_DISPLAY_URL",
-    "MINIWOB_TASKS_FILE",
     "MiniWoBDomain",
     "load_miniwob_tasks",
     "miniwob_display_urls",
     "miniwob_task",
-    "miniwob_task_id",
 ]
 
 MINIWOB_DISPLAY_URL = "http://localhost/miniwob/"
 """The base URL states show MiniWoB pages under, whatever actually serves them (a loopback server on
 some port, a ``file://`` folder), so a recorded page reads the same on every machine."""
 
-MINIWOB_TASKS_FILE = Path(__file__).parent / "data" / "miniwob_tasks.jsonl"
+_MINIWOB_TASKS_FILE = Path(__file__).parent / "data" / "miniwob_tasks.jsonl"
 """The packaged tasks: one JSON object a line with ``miniwob_task``, ``seed``, ``instruction``, ``state``."""
 
 
@@ -54,7 +52,7 @@ def miniwob_display_urls(state: str) -> str:
     return _PAGE_BASE.sub(MINIWOB_DISPLAY_URL, state)
 
 
-def miniwob_task_id(name: str, seed: int) -> str:
+def _miniwob_task_id(name: str, seed: int) -> str:
     """The task id of MiniWoB task ``name`` with page seed ``seed``: ``miniwob.<name>-<seed>``."""
     return f"miniwob.{name}-{seed}"
 
@@ -65,7 +63,7 @@ def miniwob_task(name: str, seed: int, instruction: str, state: str | None = Non
     if state is not None:
         metadata["initial_state"] = state
     return Task(
-        task_id=miniwob_task_id(name, seed),
+        task_id=_miniwob_task_id(name, seed),
         domain="miniwob",
         instruction=instruction,
         metadata=metadata,
@@ -73,7 +71,7 @@ def miniwob_task(name: str, seed: int, instruction: str, state: str | None = Non
     )
 
 
-def load_miniwob_tasks(path: str | os.PathLike[str] = MINIWOB_TASKS_FILE) -> list[Task]:
+def load_miniwob_tasks(path: str | os.PathLike[str] = _MINIWOB_TASKS_FILE) -> list[Task]:
     """Read recorded MiniWoB tasks (JSON lines: ``miniwob_task``, ``seed``, ``instruction``, ``state``).
 
     Raises:
@@ -182,14 +180,14 @@ class MiniWoBDomain(Domain):
         return InitialState(state=state, admissible_actions=[])
 
     def seed_tasks(self) -> list[Task]:
-        """The packaged tasks (:data:`MINIWOB_TASKS_FILE`), one per distinct utterance.
+        """The packaged tasks (:data:`_MINIWOB_TASKS_FILE`), one per distinct utterance.
 
         Some MiniWoB tasks say the same thing on every page ("Focus into the textbox."); a task
         sampler draws by instruction, so only the first page of each utterance is kept here.
         :meth:`load_tasks` returns every recorded page.
         """
         tasks: dict[str, Task] = {}
-        for task in load_miniwob_tasks(MINIWOB_TASKS_FILE):
+        for task in load_miniwob_tasks(_MINIWOB_TASKS_FILE):
             tasks.setdefault(task.instruction, task)
         return list(tasks.values())
 

@@ -11,7 +11,7 @@ turns it into a Gymnasium id that behaves exactly like the built-in ones::
     env = gymnasium.make(env_id, base_url="http://127.0.0.1:8000/v1", model="my-model")
 
 Validation errors name the field, what was given and what is accepted, one line per problem
-(:func:`format_validation_error`), so ``dreamgym domain check`` can explain a bad spec.
+(:func:`_format_validation_error`), so ``dreamgym domain check`` can explain a bad spec.
 
 This module holds the spec's fields, the domain built from them and registration; the action
 grammar is in :mod:`~dreamgym_env.domains.spec_grammar`, reading files safely in
@@ -48,7 +48,6 @@ __all__ = [
     "DomainSpec",
     "SpecDomain",
     "SpecTask",
-    "format_validation_error",
     "load_spec",
     "register_domain",
 ]
@@ -167,7 +166,7 @@ class DomainSpec(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> DomainSpec:
         # Cross-field problems are already phrased as "field.path: given -> accepted" (see
-        # format_validation_error, which prints top-level messages as they are).
+        # _format_validation_error, which prints top-level messages as they are).
         seen: dict[str, int] = {}
         for i, task in enumerate(self.tasks):
             if task.id is not None and task.id in seen:
@@ -277,7 +276,7 @@ class SpecDomain(Domain):
 
 
 # ---------------------------------------------------------------------------------------------- loading
-def format_validation_error(error: ValidationError, source: str | None = None) -> str:
+def _format_validation_error(error: ValidationError, source: str | None = None) -> str:
     """Render pydantic errors one per line as ``field.path: what was given -> what is accepted``."""
     lines = []
     for item in error.errors(include_url=False):
@@ -345,7 +344,7 @@ def load_spec(
 
     Raises:
         DomainError: unreadable, oversized or non-UTF-8 file, bad syntax (with line and column), or
-            invalid fields (one line per problem, see :func:`format_validation_error`).
+            invalid fields (one line per problem, see :func:`_format_validation_error`).
         DependencyNotInstalled: a YAML file without PyYAML installed (JSON needs nothing).
     """
     if isinstance(source, DomainSpec):
@@ -361,7 +360,7 @@ def load_spec(
     try:
         return DomainSpec.model_validate(data)
     except ValidationError as e:
-        raise DomainError(format_validation_error(e, origin)) from e
+        raise DomainError(_format_validation_error(e, origin)) from e
 
 
 # ---------------------------------------------------------------------------------------------- registration

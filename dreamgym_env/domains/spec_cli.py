@@ -9,9 +9,9 @@ from pathlib import Path
 
 from dreamgym_env.errors import DreamGymError
 
-__all__ = ["STARTER_TEMPLATE", "add_domain_commands", "starter_spec"]
+__all__ = ["add_domain_commands", "starter_spec"]
 
-STARTER_TEMPLATE = """\
+_STARTER_TEMPLATE = """\
 # A DreamGym domain spec. Edit every field, then run:  dreamgym domain check {path}
 # Use it from Python:  env_id = dreamgym_env.register_domain("{path}"); gymnasium.make(env_id, ...)
 
@@ -99,7 +99,7 @@ def starter_spec(name: str, path: str) -> str:
     except ValueError as e:
         raise DomainError(f"name: {name!r} -> {e}") from None
     camel = "".join(part.capitalize() for part in name.split("_") if part)
-    return STARTER_TEMPLATE.format(name=name, env_id=f"DreamGym/{camel}-v0", path=path)
+    return _STARTER_TEMPLATE.format(name=name, env_id=f"DreamGym/{camel}-v0", path=path)
 
 
 def _cmd_init(args: argparse.Namespace) -> int:

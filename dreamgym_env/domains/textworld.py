@@ -49,7 +49,6 @@ _RESULTS = frozenset({RESULT_CHANGED, RESULT_NOTHING, RESULT_WON, RESULT_LOST})
 
 __all__ = [
     "QUEST_PREFIX",
-    "TEXTWORLD_DIRECTIONS",
     "TEXTWORLD_VERBS",
     "TextWorldDomain",
     "render_textworld_start",
@@ -59,7 +58,7 @@ __all__ = [
     "with_quest",
 ]
 
-TEXTWORLD_DIRECTIONS: tuple[str, ...] = ("north", "south", "east", "west")
+_TEXTWORLD_DIRECTIONS: tuple[str, ...] = ("north", "south", "east", "west")
 
 TEXTWORLD_VERBS: frozenset[str] = frozenset(
     {"go", "open", "close", "take", "drop", "put", "insert", "unlock", "lock", "eat", "drink", "examine"}
@@ -234,7 +233,7 @@ class TextWorldDomain(Domain):
     _NAME = r"[\w][\w'’.:-]*(?: [\w'’.:-]+)*"
     action_patterns = (
         r"look|inventory|goal|score|prepare meal|eat meal",
-        rf"go (?:{'|'.join(TEXTWORLD_DIRECTIONS)})",
+        rf"go (?:{'|'.join(_TEXTWORLD_DIRECTIONS)})",
         rf"(?:open|close|take|drop|eat|examine|drink) {_NAME}",
         rf"take {_NAME} from {_NAME}",
         rf"put {_NAME} on {_NAME}",
@@ -325,7 +324,7 @@ class TextWorldDomain(Domain):
         supporter = pick(_SUPPORTERS)
         thing = str(task.metadata.get("object") or pick(_OBJECTS))
         count = int(rng.integers(1, 4))
-        exits = sorted(rng.choice(np.array(TEXTWORLD_DIRECTIONS), size=count, replace=False).tolist())
+        exits = sorted(rng.choice(np.array(_TEXTWORLD_DIRECTIONS), size=count, replace=False).tolist())
         beyond = [(f"{d}_of", ((f"{d} of {room}", "r"), (room, "r"))) for d in exits]
         facts: list[Fact] = [
             ("at", (("P", "P"), (room, "r"))),

@@ -32,7 +32,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 __all__ = [
-    "DIRECTIONS",
     "QUEST_PREFIX",
     "Fact",
     "facts_of",
@@ -45,7 +44,7 @@ __all__ = [
 Fact = tuple[str, tuple[tuple[str, str], ...]]
 """A predicate and its arguments as ``(name, type)`` pairs: ``("in", (("key", "k"), ("chest", "c")))``."""
 
-DIRECTIONS: tuple[str, ...] = ("north", "south", "east", "west")
+_DIRECTIONS: tuple[str, ...] = ("north", "south", "east", "west")
 
 QUEST_PREFIX = "Your task is to: "
 """How a first state states its quest, on its last line."""
@@ -57,7 +56,7 @@ RESULT_LOST = "You lost."
 
 _SUPPORTERS = frozenset({"s", "stove", "bbq"})
 _FOOD = frozenset({"f"})
-_STATIC = frozenset({"link", "match", "edible", "free", *(f"{d}_of" for d in DIRECTIONS)})
+_STATIC = frozenset({"link", "match", "edible", "free", *(f"{d}_of" for d in _DIRECTIONS)})
 """Predicates that never change in play: the layout shows them, a goal need not repeat them."""
 _HIDDEN = frozenset({"P", "I", "r", "d"})  # never listed as things
 
@@ -104,7 +103,7 @@ class _World:
                 self.state[names[0]] = pred
             elif pred == "match" and len(args) == 2:
                 self.keys[names[1]] = names[0]
-            elif pred.endswith("_of") and pred[:-3] in DIRECTIONS and len(args) == 2:
+            elif pred.endswith("_of") and pred[:-3] in _DIRECTIONS and len(args) == 2:
                 # north_of(a, b): a lies north of b, so b has an exit north to a.
                 self.exits[names[1]][pred[:-3]] = names[0]
             elif pred == "link" and len(args) == 3:
@@ -128,7 +127,7 @@ class _World:
 
     def exits_of(self, room: str) -> str:
         parts = []
-        for direction in DIRECTIONS:
+        for direction in _DIRECTIONS:
             target = self.exits.get(room, {}).get(direction)
             if target is None:
                 continue
@@ -192,7 +191,7 @@ def render_world(facts: Iterable[Fact]) -> str:
     links = []
     for room in rooms:
         exits = world.exits.get(room, {})
-        targets = [f"{d} {exits[d]}" for d in DIRECTIONS if d in exits]
+        targets = [f"{d} {exits[d]}" for d in _DIRECTIONS if d in exits]
         links.append(f"{room}: {', '.join(targets) or 'no exits'}")
     lines = [f"Map: {'; '.join(links)}"]
     lines += [

@@ -32,7 +32,6 @@ import re
 from collections.abc import Iterable, Sequence
 
 __all__ = [
-    "STATE_KEYS",
     "CanonicalState",
     "admissible_commands",
     "complete_state",
@@ -48,7 +47,7 @@ __all__ = [
     "world_part",
 ]
 
-STATE_KEYS: tuple[str, ...] = ("Room", "Exits", "Here", "Carrying")
+_STATE_KEYS: tuple[str, ...] = ("Room", "Exits", "Here", "Carrying")
 """The keyed lines of a canonical state, in order."""
 
 _ROOM_KEYS = ("Room", "Exits", "Here")
@@ -66,12 +65,12 @@ class CanonicalState:
     def render(self) -> str:
         """The state's text (without the quest: only a first state has one, and it is never rebuilt)."""
         head = [self.result] if self.result else []
-        return "\n".join(head + [f"{key}: {self.lines[key]}" for key in STATE_KEYS])
+        return "\n".join(head + [f"{key}: {self.lines[key]}" for key in _STATE_KEYS])
 
 
 def _keyed(line: str) -> tuple[str, str] | None:
     key, sep, value = line.partition(": ")
-    return (key, value) if sep and key in STATE_KEYS else None
+    return (key, value) if sep and key in _STATE_KEYS else None
 
 
 def parse_state(text: str) -> CanonicalState | None:
@@ -85,7 +84,7 @@ def parse_state(text: str) -> CanonicalState | None:
         if keyed is None or keyed[0] in lines:
             return None
         lines[keyed[0]] = keyed[1].strip()
-    if list(lines) != list(STATE_KEYS):
+    if list(lines) != list(_STATE_KEYS):
         return None
     return CanonicalState(result, lines, quest.strip())
 
@@ -104,7 +103,7 @@ def state_changes(state: str, next_state: str) -> str:
     moved = after.lines["Room"] != before.lines["Room"]
     changed = [
         f"{key}: {after.lines[key]}"
-        for key in STATE_KEYS
+        for key in _STATE_KEYS
         if after.lines[key] != before.lines[key] or (moved and key in _ROOM_KEYS)
     ]
     return "\n".join([after.result, *changed])
@@ -118,7 +117,7 @@ def complete_state(state: str, answer: str) -> str:
 
     Raises:
         ValueError: the answer has no result line, repeats a line, or has a line that is not one of
-            :data:`STATE_KEYS`; the message says which.
+            :data:`_STATE_KEYS`; the message says which.
     """
     before = parse_state(state)
     if before is None or parse_state(answer) is not None:
@@ -134,7 +133,7 @@ def complete_state(state: str, answer: str) -> str:
         keyed = _keyed(row)
         if keyed is None:
             raise ValueError(
-                f"{row!r} is not a state line; changed lines start with one of {', '.join(STATE_KEYS)}"
+                f"{row!r} is not a state line; changed lines start with one of {', '.join(_STATE_KEYS)}"
             )
         if keyed[0] in seen:
             raise ValueError(f"the answer gives the {keyed[0]} line twice")

@@ -1,6 +1,6 @@
 """WebArena: realistic self-hosted websites (store, store admin, GitLab, Reddit, map, Wikipedia).
 
-This module owns the page listing (:func:`render_page`), the sites (:data:`DEFAULT_SITE_URLS`) and
+This module owns the page listing (:func:`_render_page`), the sites (:data:`DEFAULT_SITE_URLS`) and
 the first page; task files are in :mod:`~dreamgym_env.domains.webarena_tasks`
 (:meth:`WebArenaDomain.load_tasks`). What uses them: the real env in :mod:`dreamgym_env.real.webarena`
 with the accessibility-tree mapping in :mod:`dreamgym_env.real.axtree`; the curriculum's
@@ -24,7 +24,7 @@ from dreamgym_env.domains.webarena_tasks import load_webarena_tasks
 from dreamgym_env.errors import DomainError
 from dreamgym_env.types import Task
 
-__all__ = ["DEFAULT_SITE_URLS", "WebArenaDomain", "page_header", "render_page"]
+__all__ = ["DEFAULT_SITE_URLS", "WebArenaDomain", "page_header"]
 
 DEFAULT_SITE_URLS: Mapping[str, str] = MappingProxyType(
     {
@@ -49,7 +49,7 @@ def page_header(url: str, titles: Sequence[str] = (), active_index: int = 0) -> 
     return [*(lines or ["Tab 0 (current): "]), f"URL: {url}"]
 
 
-def render_page(
+def _render_page(
     title: str,
     url: str,
     elements: Sequence[Element],
@@ -424,7 +424,7 @@ class WebArenaDomain(Domain):
         titles = [self._page(url, sites)[0] for url in urls]
         title, elements = self._page(urls[0], sites)
         url = urls[0] if urlsplit(urls[0]).path else urls[0] + "/"
-        state = render_page(title, url, elements, other_tabs=titles[1:])
+        state = _render_page(title, url, elements, other_tabs=titles[1:])
         return InitialState(state=state, admissible_actions=[])
 
     def _site_of(self, url: str, fallback: str) -> str:

@@ -19,9 +19,9 @@ from dreamgym_env.errors import DataFormatError
 from dreamgym_env.training.sft_data import DemonstrationIndex, SFTBuildConfig, TransitionCase, build_cases
 from dreamgym_env.types import Transition
 
-__all__ = ["GAME_SUFFIXES", "cases_from_games", "find_games", "play_games"]
+__all__ = ["cases_from_games", "find_games"]
 
-GAME_SUFFIXES = (".z8", ".ulx")
+_GAME_SUFFIXES = (".z8", ".ulx")
 """Compiled TextWorld game files."""
 
 
@@ -32,17 +32,17 @@ def find_games(folder: str | os.PathLike[str]) -> list[str]:
         DataFormatError: the folder holds none.
     """
     root = Path(folder)
-    games = sorted(str(p) for p in root.rglob("*") if p.suffix in GAME_SUFFIXES and p.is_file())
+    games = sorted(str(p) for p in root.rglob("*") if p.suffix in _GAME_SUFFIXES and p.is_file())
     if not games:
         raise DataFormatError(
-            f"no TextWorld game files ({', '.join(GAME_SUFFIXES)}) under {root}; generate some with "
+            f"no TextWorld game files ({', '.join(_GAME_SUFFIXES)}) under {root}; generate some with "
             "`tw-make` or dreamgym_env.real.textworld.make_games",
             path=str(root),
         )
     return games
 
 
-def play_games(
+def _play_games(
     games: Sequence[str],
     *,
     episodes: int = 2,
@@ -85,7 +85,7 @@ def cases_from_games(
         seed: Seeds the noisy experts.
         workers: Processes playing games.
     """
-    transitions = play_games(
+    transitions = _play_games(
         games, episodes=episodes, epsilon=epsilon, max_steps=max_steps, seed=seed, workers=workers
     )
     stored: list[Transition] = []

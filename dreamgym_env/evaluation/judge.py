@@ -17,9 +17,9 @@ from typing import Any
 from dreamgym_env.evaluation.runner import EvalRecord
 from dreamgym_env.experience.backends.base import Backend, CompletionRequest
 
-__all__ = ["RUBRICS", "judge_records"]
+__all__ = ["judge_records"]
 
-RUBRICS: tuple[str, ...] = ("consistency", "diversity", "informativeness", "hallucination")
+_RUBRICS: tuple[str, ...] = ("consistency", "diversity", "informativeness", "hallucination")
 
 _SYSTEM = """\
 You grade a simulator of an interactive environment. Given the task, the agent's action, the real
@@ -32,8 +32,8 @@ Answer with one JSON object with these four integer fields."""
 
 _SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {name: {"type": "integer", "minimum": 1, "maximum": 5} for name in RUBRICS},
-    "required": list(RUBRICS),
+    "properties": {name: {"type": "integer", "minimum": 1, "maximum": 5} for name in _RUBRICS},
+    "required": list(_RUBRICS),
     "additionalProperties": False,
 }
 
@@ -66,14 +66,14 @@ async def judge_records(
 
     async def one(record: EvalRecord) -> dict[str, int] | None:
         if record.predicted is None:
-            return dict.fromkeys(RUBRICS, 1)
+            return dict.fromkeys(_RUBRICS, 1)
         async with gate:
             completion = await backend.acomplete(_request(record, tasks.get(record.task_id, "")))
         try:
             data = json.loads(completion.text)
-            return {name: int(data[name]) for name in RUBRICS}
+            return {name: int(data[name]) for name in _RUBRICS}
         except (ValueError, KeyError, TypeError):
             return None
 
     scores = [s for s in await asyncio.gather(*(one(r) for r in records)) if s is not None]
-    return {name: (sum(s[name] for s in scores) / len(scores) if scores else None) for name in RUBRICS}
+    return {name: (sum(s[name] for s in scores) / len(scores) if scores else None) for name in _RUBRICS}

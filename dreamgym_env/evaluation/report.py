@@ -16,7 +16,7 @@ from dreamgym_env.errors import DependencyNotInstalled
 from dreamgym_env.evaluation.fidelity import FidelityReport
 from dreamgym_env.evaluation.runner import EvalRecord
 
-__all__ = ["load_reports", "markdown_table", "plot_reports", "write_run"]
+__all__ = ["load_reports", "markdown_table", "write_run"]
 
 _COLUMNS: tuple[tuple[str, str], ...] = (
     ("transitions", "n"),
@@ -45,7 +45,7 @@ def write_run(out_dir: str | Path, report: FidelityReport, records: Sequence[Eva
     reports = load_reports(out)
     (out / "fidelity.md").write_text(markdown_table(reports), encoding="utf-8")
     with contextlib.suppress(DependencyNotInstalled):  # the table is the result; the plot a convenience
-        plot_reports(reports, out / "fidelity.png")
+        _plot_reports(reports, out / "fidelity.png")
     return path
 
 
@@ -76,7 +76,7 @@ def markdown_table(reports: Sequence[FidelityReport]) -> str:
     return "\n".join([header, rule, *rows]) + "\n"
 
 
-def plot_reports(reports: Sequence[FidelityReport], path: str | Path) -> None:
+def _plot_reports(reports: Sequence[FidelityReport], path: str | Path) -> None:
     """Grouped bars of the main metrics, one group per metric, one bar per predictor."""
     try:
         import matplotlib

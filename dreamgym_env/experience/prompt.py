@@ -15,7 +15,7 @@ from dreamgym_env.config import PromptStyle
 from dreamgym_env.domains.base import Domain
 from dreamgym_env.types import Step, Task, Transition
 
-__all__ = ["OUTPUT_INSTRUCTIONS", "build_messages", "render_user_prompt"]
+__all__ = ["OUTPUT_INSTRUCTIONS", "build_messages"]
 
 OUTPUT_INSTRUCTIONS = """\
 You are the environment. Given the task, the interaction so far, similar real transitions and the agent's
@@ -59,7 +59,7 @@ def build_messages(
         system = f"Simulate {domain.name}: answer the next transition."
     else:
         system = f"{domain.instructions.strip()}\n\n{OUTPUT_INSTRUCTIONS}"
-    user = render_user_prompt(
+    user = _render_user_prompt(
         domain,
         task,
         history,
@@ -74,7 +74,7 @@ def build_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def render_user_prompt(
+def _render_user_prompt(
     domain: Domain,
     task: Task,
     history: Sequence[Step],

@@ -12,7 +12,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
-    "FIXED_ANSWER_FILLER",
     "ExperienceOutput",
     "fixed_answer",
     "fixed_answer_schema",
@@ -68,7 +67,7 @@ def output_json_schema(
 
 #: The character a fixed answer repeats: one that tokenizers rarely merge, so an answer of L of them is
 #: close to L tokens (the benchmark checks the real count in vLLM's ``usage``).
-FIXED_ANSWER_FILLER = "x"
+_FIXED_ANSWER_FILLER = "x"
 
 
 def fixed_answer(chars: int) -> ExperienceOutput:
@@ -77,8 +76,8 @@ def fixed_answer(chars: int) -> ExperienceOutput:
         raise ValueError(f"A fixed answer needs at least 2 characters, got {chars}.")
     half = chars // 2
     return ExperienceOutput(
-        reasoning=FIXED_ANSWER_FILLER * half,
-        next_state=FIXED_ANSWER_FILLER * (chars - half),
+        reasoning=_FIXED_ANSWER_FILLER * half,
+        next_state=_FIXED_ANSWER_FILLER * (chars - half),
         admissible_actions=[],
         done=False,
         success=False,

@@ -25,24 +25,24 @@ from dreamgym_env.wrappers.discrete_actions import DiscreteActions
 from dreamgym_env.wrappers.text_embedding import TextEmbedding
 from dreamgym_env.wrappers.vector import VectorDiscreteActions, VectorTextEmbedding
 
-__all__ = ["ADAPTER_KEYS", "make_rllib_env", "register_rllib_envs"]
+__all__ = ["register_rllib_envs"]
 
-ADAPTER_KEYS: tuple[str, ...] = ("max_actions", "on_invalid", "embedder", "fields")
+_ADAPTER_KEYS: tuple[str, ...] = ("max_actions", "on_invalid", "embedder", "fields")
 """``env_config`` keys that configure the adapters instead of the env (``DiscreteActions``'s
 ``max_actions`` and ``on_invalid``, ``TextEmbedding``'s ``embedder`` and ``fields``)."""
 
 
-def make_rllib_env(env_id: str, env_config: Mapping[str, Any]) -> gym.Env[Any, Any] | gym.vector.VectorEnv:
+def _make_rllib_env(env_id: str, env_config: Mapping[str, Any]) -> gym.Env[Any, Any] | gym.vector.VectorEnv:
     """The env RLlib's creator for ``env_id`` returns for ``env_config``.
 
     ``env_config`` holds the env's keyword arguments (``backend``, ``base_url``, ``model``,
-    ``max_steps``...), the :data:`ADAPTER_KEYS`, and, when RLlib asks for a batch, ``num_envs``:
+    ``max_steps``...), the :data:`_ADAPTER_KEYS`, and, when RLlib asks for a batch, ``num_envs``:
     then the result is ``gymnasium.make_vec(env_id, num_envs, ...)`` (the native vector env for a
     simulated id, a ``SyncVectorEnv`` for a real one) under the vector adapters, in Gymnasium's
     default ``NEXT_STEP`` autoreset mode, which RLlib's env runners expect.
     """
     kwargs = dict(env_config)
-    adapters = {key: kwargs.pop(key) for key in ADAPTER_KEYS if key in kwargs}
+    adapters = {key: kwargs.pop(key) for key in _ADAPTER_KEYS if key in kwargs}
     discrete = {k: adapters[k] for k in ("max_actions", "on_invalid") if k in adapters}
     embedding = {k: adapters[k] for k in ("embedder", "fields") if k in adapters}
     num_envs = kwargs.pop("num_envs", None)
@@ -58,7 +58,7 @@ def register_rllib_envs(env_ids: Iterable[str] | None = None) -> list[str]:
 
     After this, ``PPOConfig().environment("DreamGym/TextWorld-v0", env_config={...})`` trains on the
     id: observations are ``TextEmbedding`` vectors, actions ``Discrete(max_actions)`` indices into the
-    admissible actions (see :func:`make_rllib_env` for ``env_config``).
+    admissible actions (see :func:`_make_rllib_env` for ``env_config``).
 
     Args:
         env_ids: The ids to register; default every simulated and real DreamGym id.
@@ -90,6 +90,6 @@ def register_rllib_envs(env_ids: Iterable[str] | None = None) -> list[str]:
 
 def _creator(env_id: str) -> Callable[[Mapping[str, Any]], Any]:
     def create(env_config: Mapping[str, Any]) -> Any:
-        return make_rllib_env(env_id, env_config)
+        return _make_rllib_env(env_id, env_config)
 
     return create

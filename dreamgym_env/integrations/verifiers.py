@@ -20,7 +20,7 @@ verifiers' default ``bash`` harness frames the policy as a coding agent with a s
 
 Environments come from one process-wide pool per configuration
 (:func:`~dreamgym_env.integrations.episodes.environments_for`), so every rollout shares one
-experience-model backend and connection pool. The episode logic is :func:`play_interaction`, which
+experience-model backend and connection pool. The episode logic is :func:`_play_interaction`, which
 needs no verifiers. verifiers 0.4 requires ``openai<3``, older than the client this package uses, so
 it is not installed alongside: the tests run against the real verifiers in a venv of its own
 (``scripts/install_integrations.sh``; see ``docs/training_rl.md``).
@@ -43,7 +43,6 @@ __all__ = [
     "DreamGymTask",
     "DreamGymTaskset",
     "DreamGymTasksetConfig",
-    "play_interaction",
 ]
 
 #: The reward the trace records: the episode's return.
@@ -61,14 +60,14 @@ except ImportError as e:
 
 
 class _Interaction(Protocol):
-    """What :func:`play_interaction` uses of a verifiers interaction."""
+    """What :func:`_play_interaction` uses of a verifiers interaction."""
 
     trace: Any
 
     async def turn(self, messages: Any = None) -> Any: ...
 
 
-async def play_interaction(env: DreamGymToolEnv, task_json: str, interaction: _Interaction) -> float:
+async def _play_interaction(env: DreamGymToolEnv, task_json: str, interaction: _Interaction) -> float:
     """Play one episode of the task ``task_json`` through a verifiers interaction; return its return.
 
     An empty reply ends the episode (``trace.stop("empty_action")``): no action can advance it, and
@@ -154,6 +153,6 @@ class DreamGymMultiTurnEnv(vf.Env[DreamGymEnvConfig]):  # type: ignore[misc]
         env = envs.acquire()
         try:
             async with agents.player.interaction(task) as interaction:
-                await play_interaction(env, task.data.task, interaction)
+                await _play_interaction(env, task.data.task, interaction)
         finally:
             envs.release(env)

@@ -14,13 +14,13 @@ from dreamgym_env.real.mapping import clean_game_text
 from dreamgym_env.real.textworld import TextGameEnv
 from dreamgym_env.types import Task
 
-__all__ = ["ALFWorldRealEnv", "find_alfworld_games"]
+__all__ = ["ALFWorldRealEnv"]
 
 PathLike = str | os.PathLike[str]
 _TASK_LINE = re.compile(r"Your task is to: (.+)")
 
 
-def find_alfworld_games(root: PathLike | None = None, split: str | None = None) -> list[str]:
+def _find_alfworld_games(root: PathLike | None = None, split: str | None = None) -> list[str]:
     """The ``game.tw-pddl`` files under ``root`` (default ``$ALFWORLD_DATA/json_2.1.1``), sorted.
 
     Args:
@@ -86,7 +86,7 @@ class ALFWorldRealEnv(TextGameEnv):
     ) -> None:
         if expert not in ("planner", "handcoded"):
             raise DreamGymError(f"expert must be 'planner' or 'handcoded', got {expert!r}")
-        files = list(game_files) if game_files is not None else find_alfworld_games(data_path, split)
+        files = list(game_files) if game_files is not None else _find_alfworld_games(data_path, split)
         self.expert = expert
         super().__init__(files, domain="alfworld", **kwargs)
 

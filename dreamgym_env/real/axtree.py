@@ -16,9 +16,9 @@ from typing import Any
 from dreamgym_env.domains.webarena import page_header
 from dreamgym_env.errors import DependencyNotInstalled
 
-__all__ = ["AXTREE_SKIPPED_ROLES", "axtree_to_state", "page_header"]
+__all__ = ["axtree_to_state", "page_header"]
 
-AXTREE_SKIPPED_ROLES: tuple[str, ...] = ("LineBreak", "InlineTextBox")
+_AXTREE_SKIPPED_ROLES: tuple[str, ...] = ("LineBreak", "InlineTextBox")
 """Roles left out of the listing: BrowserGym's own ignored roles plus Chromium's ``InlineTextBox``
 (newer Chromium builds report one under every text node; its text is already its parent's)."""
 
@@ -61,7 +61,7 @@ def axtree_to_state(
             extra_properties=dict(extra_properties or {}) if filter_visible else None,
             filter_visible_only=filter_visible,
             skip_generic=skip_generic,
-            ignored_roles=[*IGNORED_AXTREE_ROLES, *AXTREE_SKIPPED_ROLES],
+            ignored_roles=[*IGNORED_AXTREE_ROLES, *_AXTREE_SKIPPED_ROLES],
         )
         lines.append(listing)
     return "\n".join(lines)

@@ -2,7 +2,7 @@
 
 :class:`BrowserGymEnv` is the base of the real web envs (WebArena's and MiniWoB's): Chromium's
 launch, the page mapping (BrowserGym's accessibility tree as the abstract page:
-:func:`browsergym_obs_to_state`), stepping and closing. :class:`BrowserOptions` is the one home of the keywords ``DreamGym/WebArena-Real-v0`` and
+:func:`_browsergym_obs_to_state`), stepping and closing. :class:`BrowserOptions` is the one home of the keywords ``DreamGym/WebArena-Real-v0`` and
 ``DreamGym/MiniWoB-Real-v0`` accept for the browser (``gym.make(..., headless=False,
 executable_path=None)``); the wrappers validate them here and launch BrowserGym's ``BrowserEnv``
 with :meth:`BrowserOptions.browser_env_kwargs`. :func:`use_system_chromium` makes Playwright run a
@@ -35,7 +35,6 @@ __all__ = [
     "DEFAULT_CHROMIUM_FLAGS",
     "BrowserGymEnv",
     "BrowserOptions",
-    "browsergym_obs_to_state",
     "use_system_chromium",
 ]
 
@@ -161,7 +160,7 @@ class BrowserOptions(BaseModel):
 _FINAL = re.compile(r"\s*(send_msg_to_user|report_infeasible)\(")
 
 
-def browsergym_obs_to_state(
+def _browsergym_obs_to_state(
     obs: dict[str, Any], *, visible_only: bool = False, skip_generic: bool = True
 ) -> str:
     """A BrowserGym observation as the abstract page: tab lines, ``URL: ...``, BrowserGym's own listing."""
@@ -260,7 +259,7 @@ class BrowserGymEnv(RealTextEnv):
         self._last_obs = obs
         if self.browser_options.state_mapper is not None:
             return self.browser_options.state_mapper(obs)
-        return browsergym_obs_to_state(
+        return _browsergym_obs_to_state(
             obs, visible_only=self.browser_options.visible_only, skip_generic=self.skip_generic
         )
 

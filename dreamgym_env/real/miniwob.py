@@ -27,8 +27,6 @@ from dreamgym_env.types import Task
 __all__ = [
     "DEFAULT_MINIWOB_TASKS",
     "MiniWoBRealEnv",
-    "miniwob_html_dir",
-    "miniwob_task_classes",
     "record_miniwob_tasks",
     "serve_miniwob",
 ]
@@ -42,7 +40,7 @@ _SERVERS: dict[str, http.server.ThreadingHTTPServer] = {}
 _SERVERS_LOCK = threading.Lock()
 
 
-def miniwob_html_dir() -> Path:
+def _miniwob_html_dir() -> Path:
     """The ``miniwob`` package's task pages (``miniwob/html/miniwob/``, with ``core/`` beside them)."""
     try:
         import miniwob  # type: ignore[import-untyped]
@@ -51,7 +49,7 @@ def miniwob_html_dir() -> Path:
     return Path(miniwob.__file__).parent / "html" / "miniwob"
 
 
-def miniwob_task_classes() -> dict[str, Any]:
+def _miniwob_task_classes() -> dict[str, Any]:
     """MiniWoB task name (``click-button``) -> ``browsergym-miniwob``'s task class."""
     try:
         from browsergym.miniwob import ALL_MINIWOB_TASKS
@@ -66,13 +64,13 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 def serve_miniwob(root: str | os.PathLike[str] | None = None) -> str:
-    """Serve the MiniWoB pages ``root`` (default :func:`miniwob_html_dir`) on 127.0.0.1; their base URL.
+    """Serve the MiniWoB pages ``root`` (default :func:`_miniwob_html_dir`) on 127.0.0.1; their base URL.
 
     The server serves the folder above ``root``, since the pages load ``../core/`` and ``../common/``
     scripts. One daemon-thread server per folder and process, started on first use on a free port;
     later calls return the same URL.
     """
-    pages = Path(root) if root is not None else miniwob_html_dir()
+    pages = Path(root) if root is not None else _miniwob_html_dir()
     folder = str(pages.parent)
     with _SERVERS_LOCK:
         server = _SERVERS.get(folder)
@@ -137,7 +135,7 @@ class MiniWoBRealEnv(BrowserGymEnv):
         self.base_url = base_url
 
     def _task_class(self, name: str) -> Any:
-        classes = miniwob_task_classes()
+        classes = _miniwob_task_classes()
         if name not in classes:
             raise DreamGymError(
                 f"Unknown MiniWoB task {name!r}; known tasks include {', '.join(DEFAULT_MINIWOB_TASKS)} "

@@ -28,13 +28,13 @@ from typing import Any
 
 from dreamgym_env.types import Task
 
-__all__ = ["EpisodeRecorder", "SUMMARY_FILE", "step_file"]
+__all__ = ["EpisodeRecorder", "SUMMARY_FILE"]
 
 SUMMARY_FILE = "summary_info.json"
 """The episode summary AgentLab writes beside the step pickles."""
 
 
-def step_file(folder: Path, step: int) -> Path:
+def _step_file(folder: Path, step: int) -> Path:
     """Where step ``step`` of an episode folder is stored (AgentLab's name)."""
     return folder / f"step_{step}.pkl.gz"
 
@@ -102,7 +102,7 @@ class EpisodeRecorder:
         self._write_summary()
 
     def _write_step(self) -> None:
-        with gzip.open(step_file(self.folder, self._last["step"]), "wb") as f:
+        with gzip.open(_step_file(self.folder, self._last["step"]), "wb") as f:
             pickle.dump(self._last, f)
 
     def _write_summary(self) -> None:

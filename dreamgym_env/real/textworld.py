@@ -41,7 +41,6 @@ from dreamgym_env.types import Task, Transition
 __all__ = [
     "TextGameEnv",
     "TextWorldRealEnv",
-    "import_textworld",
     "make_games",
     "play_noisy_expert",
     "tasks_from_games",
@@ -54,7 +53,7 @@ _STATUS = re.compile(r"^>.*?(?:-= .+ =-\s*\d+/\d+)?\s*$", re.MULTILINE)
 _RESTART = re.compile(r"^Would you like to RESTART.*$", re.MULTILINE)
 
 
-def import_textworld() -> Any:
+def _import_textworld() -> Any:
     """Import textworld, or say which extra installs it."""
     try:
         import textworld
@@ -130,7 +129,7 @@ class TextGameEnv(RealTextEnv):
 
     # -------------------------------------------------------------- RealTextEnv hooks
     def _real_reset(self, options: dict[str, Any]) -> EpisodeStart:
-        textworld = import_textworld()
+        textworld = _import_textworld()
         if options.get("game_file"):
             game = str(options["game_file"])
         elif options.get("game_index") is not None:
@@ -286,7 +285,7 @@ def _game_goal(game: str) -> str:
     meta = Path(game).with_suffix(".json")
     if not meta.is_file():
         return ""
-    textworld = import_textworld()
+    textworld = _import_textworld()
     loaded = textworld.Game.load(str(meta))
     names = {key: info.name for key, info in loaded.infos.items() if info.name}
     return render_goal(
@@ -319,7 +318,7 @@ def make_games(
     Returns:
         Paths of the ``.z8`` game files.
     """
-    textworld = import_textworld()
+    textworld = _import_textworld()
     challenges = importlib.import_module("textworld.challenges")
 
     if challenge != "custom" and challenge not in challenges.CHALLENGES:

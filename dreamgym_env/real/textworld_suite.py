@@ -31,9 +31,9 @@ from typing import Any, Literal
 from dreamgym_env.errors import ConfigError, DataFormatError
 from dreamgym_env.real.textworld import make_games
 
-__all__ = ["HELDOUT_SEED_OFFSET", "SUITE_FILE", "GameEntry", "GameSuite", "build_suite", "load_suite"]
+__all__ = ["HELDOUT_SEED_OFFSET", "GameEntry", "GameSuite", "build_suite", "load_suite"]
 
-SUITE_FILE = "suite.json"
+_SUITE_FILE = "suite.json"
 HELDOUT_SEED_OFFSET = 1_000_000
 """Held-out game ``i`` uses seed ``seed + HELDOUT_SEED_OFFSET + i``; training game ``i`` uses ``seed + i``."""
 
@@ -153,14 +153,14 @@ def build_suite(
         "seed": seed,
         "games": [{**asdict(e), "path": str(Path(e.path).relative_to(root))} for e in suite.games],
     }
-    (root / SUITE_FILE).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    (root / _SUITE_FILE).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
     return suite
 
 
 def load_suite(out_dir: str | os.PathLike[str]) -> GameSuite:
     """Read a suite written by :func:`build_suite` (game paths resolved against ``out_dir``)."""
     root = Path(out_dir)
-    path = root / SUITE_FILE
+    path = root / _SUITE_FILE
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
         games = [GameEntry(**{**g, "path": str(root / g["path"])}) for g in payload["games"]]

@@ -16,7 +16,6 @@ from typing import Any
 from dreamgym_env.errors import ConfigError
 
 __all__ = [
-    "CHAT_TEMPLATE",
     "SPECIAL_TOKENS",
     "causal_lm",
     "check_head_size",
@@ -26,7 +25,7 @@ __all__ = [
 ]
 
 # ChatML, the format of the Qwen family the experience model is usually served with in production.
-CHAT_TEMPLATE = (
+_CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
@@ -82,7 +81,7 @@ def train_bpe_tokenizer(
         pad_token="<pad>",
         model_max_length=model_max_length,
     )
-    tok.chat_template = CHAT_TEMPLATE
+    tok.chat_template = _CHAT_TEMPLATE
     return tok
 
 

@@ -36,7 +36,6 @@ __all__ = [
     "prompt_style",
     "recommended_env_kwargs",
     "servable_folder",
-    "servable_model_dir",
     "serve_shipped_model",
     "shipped_demonstrations",
     "shipped_model_dir",
@@ -75,7 +74,7 @@ def shipped_model_dir(name: str) -> Path:
     return folder
 
 
-def servable_model_dir(name: str) -> Path:
+def _servable_model_dir(name: str) -> Path:
     """A folder vLLM can serve for the shipped model ``name``: its own, or its adapter merged into its base.
 
     An adapter's base is named in the model's ``manifest.json`` (``base``) and built from its PyPI wheel
@@ -91,7 +90,7 @@ def servable_model_dir(name: str) -> Path:
 
 
 def servable_folder(folder: Path, name: str) -> Path:
-    """:func:`servable_model_dir` for a model folder anywhere (a package being built, for one)."""
+    """:func:`_servable_model_dir` for a model folder anywhere (a package being built, for one)."""
     if (folder / _WEIGHTS).is_file():
         return folder
     from dreamgym_env.training.merge import merge_adapter, merged_dir
@@ -188,7 +187,7 @@ def serve_shipped_model(
     from dreamgym_env.serving.vllm_server import require_vllm, start_local_model
 
     require_vllm(f"Serving the shipped {name} model")
-    folder = servable_model_dir(name)
+    folder = _servable_model_dir(name)
     return start_local_model(
         folder,
         name,

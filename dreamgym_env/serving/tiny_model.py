@@ -47,7 +47,6 @@ from dreamgym_env.serving.hf_model import (
 
 __all__ = [
     "BUILDER_VERSION",
-    "BUILD_THREADS",
     "DEFAULT_TRAIN_STEPS",
     "MARKER_FILE",
     "SmokeModelSpec",
@@ -75,7 +74,7 @@ DEFAULT_TRAIN_STEPS = 300
 #: Threads torch uses during a build. Fixed, because the thread count can change the order of float
 #: reductions, and with it the weights. One: the network is so small that more threads gain little,
 #: and on a busy machine they lose much (they wait for each other at every operation).
-BUILD_THREADS = 1
+_BUILD_THREADS = 1
 
 
 @dataclass(frozen=True)
@@ -406,7 +405,7 @@ def _build(out: Path, spec: SmokeModelSpec) -> dict[str, Any]:
         "seed": spec.seed,
         "final_loss": loss,
         "weights_sha256": weights_checksum(out),
-        "build_threads": BUILD_THREADS,
+        "build_threads": _BUILD_THREADS,
         "torch_version": str(torch.__version__),
         "build_seconds": round(time.monotonic() - started, 1),
     }
@@ -423,7 +422,7 @@ def weights_checksum(model_dir: str | os.PathLike[str]) -> str:
 
 @contextlib.contextmanager
 def _deterministic_torch(torch: Any, seed: int) -> Iterator[None]:
-    """Seed torch, use its deterministic algorithms and :data:`BUILD_THREADS` threads; restore after.
+    """Seed torch, use its deterministic algorithms and :data:`_BUILD_THREADS` threads; restore after.
 
     The global RNG state is restored too, so building a model does not reseed the caller's torch.
     """
@@ -432,7 +431,7 @@ def _deterministic_torch(torch: Any, seed: int) -> Iterator[None]:
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        torch.set_num_threads(BUILD_THREADS)
+        torch.set_num_threads(_BUILD_THREADS)
         torch.use_deterministic_algorithms(True)
         try:
             yield

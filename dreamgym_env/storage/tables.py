@@ -31,8 +31,6 @@ from dreamgym_env.storage.sqlite import database_kind, open_sqlite, table_names,
 from dreamgym_env.storage.urls import is_postgres_url
 
 __all__ = [
-    "POSTGRESQL",
-    "SQLITE",
     "Dialect",
     "Executor",
     "PostgresTables",
@@ -97,8 +95,8 @@ class Dialect:
             yield values[start : start + size]
 
 
-SQLITE = Dialect("?", False, "INTEGER PRIMARY KEY AUTOINCREMENT", "BLOB", "INTEGER", "REAL", "INTEGER")
-POSTGRESQL = Dialect("%s", True, "BIGSERIAL PRIMARY KEY", "BYTEA", "BOOLEAN", "DOUBLE PRECISION", "BIGINT")
+_SQLITE = Dialect("?", False, "INTEGER PRIMARY KEY AUTOINCREMENT", "BLOB", "INTEGER", "REAL", "INTEGER")
+_POSTGRESQL = Dialect("%s", True, "BIGSERIAL PRIMARY KEY", "BYTEA", "BOOLEAN", "DOUBLE PRECISION", "BIGINT")
 
 
 def where(*clauses: str, **equal: object) -> tuple[str, list[Any]]:
@@ -203,7 +201,7 @@ class SQLiteTables(Tables):
     One connection, usable from several threads of one process (calls are serialised by a lock).
     """
 
-    dialect = SQLITE
+    dialect = _SQLITE
     _errors = (sqlite3.Error,)
 
     def __init__(
@@ -238,7 +236,7 @@ class SQLiteTables(Tables):
             with write_transaction(self._conn) if depth == 0 else _savepoint(self._conn, f"tx{depth}"):
                 self._depth += 1
                 try:
-                    yield Executor(self._conn, SQLITE)
+                    yield Executor(self._conn, _SQLITE)
                 finally:
                     self._depth = depth
 
@@ -290,7 +288,7 @@ class PostgresTables(Tables):
     an open :meth:`transaction` join it.
     """
 
-    dialect = POSTGRESQL
+    dialect = _POSTGRESQL
 
     def __init__(
         self, url: str, *, what: str, lock_table: str, timeout_s: float = 30.0, max_connections: int = 4
@@ -315,7 +313,7 @@ class PostgresTables(Tables):
     def transaction(self) -> Iterator[Executor]:
         """A write transaction with the writer lock; nested in this thread's open one, a savepoint."""
         with self._db.transaction() as conn:
-            yield Executor(conn, POSTGRESQL)
+            yield Executor(conn, _POSTGRESQL)
 
     def error(self, action: str, e: BaseException) -> StoreError:
         """A :class:`StoreError` naming ``action`` and the database, with no password in it."""

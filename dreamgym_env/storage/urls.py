@@ -12,9 +12,9 @@ import re
 
 from dreamgym_env._secrets import redact_url
 
-__all__ = ["POSTGRES_SCHEMES", "is_postgres_url", "redact"]
+__all__ = ["is_postgres_url", "redact"]
 
-POSTGRES_SCHEMES = ("postgresql", "postgres")
+_POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
@@ -24,7 +24,7 @@ def is_postgres_url(location: object) -> bool:
     if not isinstance(location, str):
         return False
     match = _SCHEME.match(location)
-    return match is not None and match.group(1).lower() in POSTGRES_SCHEMES
+    return match is not None and match.group(1).lower() in _POSTGRES_SCHEMES
 
 
 def redact(location: str) -> str:

@@ -24,7 +24,7 @@ from dreamgym_env.experience.backends.base import Backend, CompletionRequest
 from dreamgym_env.training.sft_data import episodes_of
 from dreamgym_env.types import Transition
 
-__all__ = ["AnnotationReport", "annotate_buffer", "teacher_request"]
+__all__ = ["AnnotationReport", "annotate_buffer"]
 
 _SYSTEM = """\
 You annotate recorded episodes of an interactive environment to teach a simulator of it. For the marked
@@ -51,7 +51,7 @@ class AnnotationReport:
     skipped_existing: int
 
 
-def teacher_request(
+def _teacher_request(
     episode: Sequence[Transition], index: int, max_state_chars: int = 1500
 ) -> CompletionRequest:
     """The teacher's request for step ``index`` of ``episode``: whole trajectory, outcome, marked step."""
@@ -130,7 +130,7 @@ async def annotate_buffer(
 
     async def one(steps: list[Transition], i: int) -> tuple[Transition, str | None]:
         async with gate:
-            completion = await teacher.acomplete(teacher_request(steps, i))
+            completion = await teacher.acomplete(_teacher_request(steps, i))
         return steps[i], _reasoning(completion.text)
 
     tasks = [asyncio.ensure_future(one(s, i)) for s, i in jobs]

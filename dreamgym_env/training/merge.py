@@ -17,11 +17,11 @@ from pathlib import Path
 
 from dreamgym_env.training.bases import BaseBuildError, build_base
 
-__all__ = ["ADAPTER_FILE", "MERGED_MARKER", "merge_adapter", "merged_dir"]
+__all__ = ["MERGED_MARKER", "merge_adapter", "merged_dir"]
 
 logger = logging.getLogger(__name__)
 
-ADAPTER_FILE = "adapter_model.safetensors"
+_ADAPTER_FILE = "adapter_model.safetensors"
 MERGED_MARKER = "dreamgym_merged.json"
 """Written last into a merged folder: which adapter (by SHA-256) and base it holds."""
 

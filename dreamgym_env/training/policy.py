@@ -31,6 +31,7 @@ __all__ = [
     "play_tool_policy",
     "pretrained_tool_policy",
     "save_merged",
+    "served_policy",
     "tool_policy_tokenizer",
 ]
 

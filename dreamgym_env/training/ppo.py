@@ -35,13 +35,12 @@ __all__ = [
     "continue_training",
     "env_kwargs",
     "evaluate",
-    "generate_games",
     "make_env",
     "make_train_envs",
-    "plot_success",
     "train_and_evaluate",
 ]
 
+#: The observation fields the policy's text embedding reads.
 FIELDS: tuple[EmbeddedField, ...] = (
     "observation",
     "task",
@@ -76,7 +75,7 @@ class PPOSettings:
     model: str | None = None
 
 
-def generate_games(args: PPOSettings) -> tuple[list[str], list[str]]:
+def _generate_games(args: PPOSettings) -> tuple[list[str], list[str]]:
     """Training and held-out games: disjoint generation seeds, cached on disk between runs."""
     root = Path(args.games_dir) / f"{args.challenge}-level{args.level}"
     return _games(args, root / "train", args.train_games, 1_000), _games(
@@ -220,7 +219,7 @@ def train_and_evaluate(args: PPOSettings) -> dict[str, Any]:
 
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    train_games, held_out = generate_games(args)
+    train_games, held_out = _generate_games(args)
     train_kwargs, eval_kwargs = env_kwargs(args, train_games), env_kwargs(args, held_out)
     vec_env = make_train_envs(args, train_kwargs)
     model = build_model(args, vec_env)
@@ -238,13 +237,13 @@ def train_and_evaluate(args: PPOSettings) -> dict[str, Any]:
         result[f"{split}_trained"] = evaluate(model, eval_env, args.eval_episodes, eval_seed)
         eval_env.close()
     vec_env.close()
-    plot_success(tracker.history, result, out / "success_rate.png")
+    _plot_success(tracker.history, result, out / "success_rate.png")
     (out / "result.json").write_text(json.dumps({**result, "args": asdict(args)}, indent=2))
     print(json.dumps(result, indent=2))
     return result
 
 
-def plot_success(
+def _plot_success(
     history: list[tuple[int, bool]], result: dict[str, Any], path: Path, window: int = 50
 ) -> None:
     """Success rate of training episodes (moving average) against timesteps, with the held-out figures."""

@@ -38,15 +38,12 @@ from dreamgym_env.experience.schema import ExperienceOutput
 from dreamgym_env.types import Step, Task, Transition
 
 __all__ = [
-    "MANIFEST_FILE",
-    "SPLIT_FILES",
     "SFTBuildConfig",
     "SFTBuildReport",
     "TransitionCase",
     "build_cases",
     "build_sft_dataset",
     "episodes_of",
-    "heldout_episodes",
     "load_manifest",
     "split_by_task",
     "split_transitions",
@@ -54,8 +51,8 @@ __all__ = [
     "task_of",
 ]
 
-MANIFEST_FILE = "manifest.json"
-SPLIT_FILES = {"train": "train.jsonl", "eval": "eval.jsonl", "eval_episodes": "eval_episodes.jsonl"}
+_MANIFEST_FILE = "manifest.json"
+_SPLIT_FILES = {"train": "train.jsonl", "eval": "eval.jsonl", "eval_episodes": "eval_episodes.jsonl"}
 """Example files by split: training, held-out tasks, held-out episodes of training tasks."""
 
 
@@ -216,7 +213,7 @@ def split_by_task(
     return sorted(ids[n_eval:]), sorted(ids[:n_eval])
 
 
-def heldout_episodes(transitions: Iterable[Transition], per_task: int, seed: int = 0) -> list[str]:
+def _heldout_episodes(transitions: Iterable[Transition], per_task: int, seed: int = 0) -> list[str]:
     """A seeded pick of ``per_task`` episodes of every task (all but one when a task has fewer)."""
     if per_task <= 0:
         return []
@@ -252,7 +249,7 @@ def split_transitions(
         train_ids, eval_ids = split_by_task(all_tasks, config.eval_fraction, config.seed)
     train_set = set(train_ids)
     in_train = [t for t in grounded if t.task_id in train_set]
-    episodes = set(heldout_episodes(in_train, config.eval_episodes_per_task, config.seed))
+    episodes = set(_heldout_episodes(in_train, config.eval_episodes_per_task, config.seed))
     splits = {
         "train": [t for t in in_train if t.episode_id not in episodes],
         "eval": [t for t in grounded if t.task_id not in train_set],
@@ -373,11 +370,11 @@ def build_sft_dataset(
     model = ExperienceModel(domain, ScriptedBackend(), config.env_config())
     index = DemonstrationIndex(splits["train"], config.demonstrations)
     out = _output_folder(out_dir)
-    counts = dict.fromkeys(SPLIT_FILES, 0)
+    counts = dict.fromkeys(_SPLIT_FILES, 0)
     dropped = 0
     try:
         for split, items in splits.items():
-            with (out / SPLIT_FILES[split]).open("w", encoding="utf-8") as f:
+            with (out / _SPLIT_FILES[split]).open("w", encoding="utf-8") as f:
                 for case in build_cases(items, index, config.top_k):
                     example = _example(model, case, config)
                     if (
@@ -401,13 +398,13 @@ def build_sft_dataset(
         eval_episode_examples=counts["eval_episodes"],
         eval_episodes=eval_episodes,
     )
-    (out / MANIFEST_FILE).write_text(json.dumps(asdict(report), indent=1) + "\n", encoding="utf-8")
+    (out / _MANIFEST_FILE).write_text(json.dumps(asdict(report), indent=1) + "\n", encoding="utf-8")
     return report
 
 
 def load_manifest(data_dir: str | Path) -> SFTBuildReport:
     """Read the manifest :func:`build_sft_dataset` wrote (the split and the prompt settings)."""
-    path = Path(data_dir) / MANIFEST_FILE
+    path = Path(data_dir) / _MANIFEST_FILE
     try:
         return SFTBuildReport(**json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, TypeError) as e:

@@ -33,14 +33,14 @@ from typing import Any, Literal
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled
 from dreamgym_env.training.collector import RolloutBatch, Trajectory
 
-__all__ = ["TRL_FORMATS", "TRLFormat", "to_trl_dataset", "to_trl_rows"]
+__all__ = ["TRLFormat", "to_trl_dataset"]
 
 TRLFormat = Literal["decisions", "messages", "prompt_completion"]
 """``"decisions"``: one row per action (prompt = episode so far, completion = the action);
 ``"messages"``: one row per episode, for ``assistant_only_loss=True``; ``"prompt_completion"``: one
 row per episode with observations inside ``completion`` (see the module docstring)."""
 
-TRL_FORMATS: tuple[str, ...] = ("decisions", "messages", "prompt_completion")
+_TRL_FORMATS: tuple[str, ...] = ("decisions", "messages", "prompt_completion")
 
 _OUTCOME = ("reward", "advantage", "success", "num_turns", "task_id", "task", "group_id", "source")
 _COLUMNS: dict[str, tuple[str, ...]] = {
@@ -50,16 +50,16 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-def to_trl_rows(
+def _to_trl_rows(
     batch: RolloutBatch, *, format: TRLFormat = "decisions", min_advantage: float | None = None
 ) -> list[dict[str, Any]]:
     """The rows of :func:`to_trl_dataset` as plain dicts (no ``datasets`` needed).
 
     Raises:
-        ConfigError: ``format`` is not one of :data:`TRL_FORMATS`.
+        ConfigError: ``format`` is not one of :data:`_TRL_FORMATS`.
     """
-    if format not in TRL_FORMATS:
-        raise ConfigError(f"format must be one of {list(TRL_FORMATS)}, got {format!r}.")
+    if format not in _TRL_FORMATS:
+        raise ConfigError(f"format must be one of {list(_TRL_FORMATS)}, got {format!r}.")
     rows: list[dict[str, Any]] = []
     for trajectory in batch.trajectories:
         if min_advantage is not None and trajectory.advantage <= min_advantage:
@@ -92,7 +92,7 @@ def to_trl_dataset(
         A ``datasets.Dataset``: one row per kept action (``"decisions"``) or trajectory (the others).
 
     Raises:
-        ConfigError: ``format`` is not one of :data:`TRL_FORMATS`.
+        ConfigError: ``format`` is not one of :data:`_TRL_FORMATS`.
         DependencyNotInstalled: ``datasets`` is missing.
 
     Example:
@@ -104,7 +104,7 @@ def to_trl_dataset(
         import datasets
     except ImportError as e:
         raise DependencyNotInstalled("datasets", "train", "Exporting rollouts for TRL") from e
-    rows = to_trl_rows(batch, format=format, min_advantage=min_advantage)
+    rows = _to_trl_rows(batch, format=format, min_advantage=min_advantage)
     if not rows:
         return datasets.Dataset.from_dict({k: [] for k in _COLUMNS[format]})
     return datasets.Dataset.from_list(rows)

@@ -24,7 +24,6 @@ __all__ = [
     "action_mask",
     "check_discrete_config",
     "index_to_action",
-    "observe_actions",
 ]
 
 InvalidIndexPolicy = Literal["fail", "wrap"]
@@ -126,7 +125,7 @@ class DiscreteActions(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruct
         return obs, float(reward), terminated, truncated, self._observe(info)
 
     def _observe(self, info: dict[str, Any]) -> dict[str, Any]:
-        self._actions = observe_actions(info, self.max_actions)
+        self._actions = _observe_actions(info, self.max_actions)
         return info
 
 
@@ -177,7 +176,7 @@ def index_to_action(actions: list[str], index: int, on_invalid: InvalidIndexPoli
     )
 
 
-def observe_actions(info: dict[str, Any], max_actions: int) -> list[str]:
+def _observe_actions(info: dict[str, Any], max_actions: int) -> list[str]:
     """Read the first ``max_actions`` admissible actions of a state from ``info``, annotating it.
 
     Sets ``info["actions_dropped"]`` (how many listed actions are out of reach) and

@@ -20,7 +20,7 @@ from gymnasium.vector import VectorEnv
 from dreamgym_env.buffer.embedders import Embedder, HashingEmbedder
 from dreamgym_env.errors import ConfigError
 
-__all__ = ["EmbeddedField", "TextEmbedding", "check_fields", "embed_observations", "embedding_space"]
+__all__ = ["EmbeddedField", "TextEmbedding", "check_fields", "embedding_space"]
 
 EmbeddedField = Literal["observation", "task", "admissible_actions"]
 """What a block of the vector embeds: the observation text, ``info["task"]`` (the instruction, which
@@ -83,7 +83,7 @@ class TextEmbedding(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructor
         return self._embed(obs, info), float(reward), terminated, truncated, info
 
     def _embed(self, observation: str, info: dict[str, Any]) -> np.ndarray:
-        return embed_observations(self.embedder, self.fields, [observation], [info])[0]
+        return _embed_observations(self.embedder, self.fields, [observation], [info])[0]
 
 
 def check_fields(fields: Sequence[str]) -> tuple[EmbeddedField, ...]:
@@ -96,12 +96,12 @@ def check_fields(fields: Sequence[str]) -> tuple[EmbeddedField, ...]:
 
 
 def embedding_space(embedder: Embedder, fields: Sequence[EmbeddedField]) -> spaces.Box:
-    """``Box(-1, 1, (len(fields) * dim,), float32)``, the space of :func:`embed_observations` rows."""
+    """``Box(-1, 1, (len(fields) * dim,), float32)``, the space of :func:`_embed_observations` rows."""
     # Rows are unit vectors (or zero for empty text), so every coordinate lies within [-1, 1].
     return spaces.Box(-1.0, 1.0, shape=(len(fields) * embedder.dim,), dtype=np.float32)
 
 
-def embed_observations(
+def _embed_observations(
     embedder: Embedder,
     fields: Sequence[EmbeddedField],
     observations: Sequence[str],

@@ -59,6 +59,7 @@ __all__ = [
     "iter_records",
 ]
 
+#: Offline-data format name -> its loader (the ``fmt`` that :func:`import_files` takes).
 FORMATS: dict[str, Loader] = {
     "jsonl": load_jsonl,
     "webshop-session": load_webshop_session,

@@ -24,13 +24,13 @@ from typing import Any
 from dreamgym_env.buffer.loaders.base import LoadIssue, Record, iter_json_lines, read_text
 from dreamgym_env.types import Task, Transition
 
-__all__ = ["load_agentgym", "split_thought_action"]
+__all__ = ["load_agentgym"]
 
 _ACTION = re.compile(r"action\s*:\s*", re.IGNORECASE)
 _THOUGHT = re.compile(r"^\s*thought\s*:\s*", re.IGNORECASE)
 
 
-def split_thought_action(reply: str) -> tuple[str, str]:
+def _split_thought_action(reply: str) -> tuple[str, str]:
     """Split an agent reply into (thought, action); a reply with no ``Action:`` marker is all action."""
     matches = list(_ACTION.finditer(reply))
     if not matches:
@@ -76,7 +76,7 @@ def _record_transitions(record: Any, index: int, domain: str | None) -> list[Tra
         state, reply = turns[i], turns[i + 1]
         if state["from"] != "human" or reply["from"] != "gpt":
             raise ValueError(f"turns {i} and {i + 1} should be a human observation then a gpt reply")
-        thought, action = split_thought_action(reply["value"])
+        thought, action = _split_thought_action(reply["value"])
         has_next = i + 2 < len(turns)
         done = not has_next
         final_reward = float(reward) if done and isinstance(reward, int | float) else 0.0

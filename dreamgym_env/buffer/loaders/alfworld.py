@@ -21,12 +21,12 @@ from dreamgym_env.buffer.loaders.base import LoadIssue, Record, line_of_key, rea
 from dreamgym_env.domains.alfworld_tasks import alfworld_react_task
 from dreamgym_env.types import Transition
 
-__all__ = ["load_alfworld_react", "parse_react_transcript"]
+__all__ = ["load_alfworld_react"]
 
 _TASK = re.compile(r"^Your task is to:\s*(.+)$")
 
 
-def parse_react_transcript(text: str) -> tuple[str, list[tuple[str, str, str, list[str]]]]:
+def _parse_react_transcript(text: str) -> tuple[str, list[tuple[str, str, str, list[str]]]]:
     """Split a transcript into its task and (state, action, next state, thoughts) steps.
 
     Raises:
@@ -66,7 +66,7 @@ def parse_react_transcript(text: str) -> tuple[str, list[tuple[str, str, str, li
 
 
 def _transitions(name: str, text: str, domain: str) -> list[Transition]:
-    _, steps = parse_react_transcript(text)
+    _, steps = _parse_react_transcript(text)
     style, _, rest = name.partition("_")
     task_type = rest.rsplit("_", 1)[0] if rest else ""
     goal = alfworld_react_task(name, text)  # the task (id, facts) the ALFWorld domain loads for it

@@ -32,7 +32,7 @@ from dreamgym_env.domains.miniwob import miniwob_display_urls, miniwob_task
 from dreamgym_env.episode import DEFAULT_MAX_STATE_CHARS, fit_state
 from dreamgym_env.types import Task, Transition
 
-__all__ = ["is_experiment_folder", "load_browsergym", "read_step_pickle"]
+__all__ = ["is_experiment_folder", "load_browsergym"]
 
 _STEP = re.compile(r"^step_(\d+)\.pkl(?:\.gz)?$")
 _AGENTLAB_NAME = re.compile(r"_on_(?P<task>[\w.-]+?)_(?P<seed>\d+)$")
@@ -85,7 +85,7 @@ class _Unpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"the pickle needs {module}.{name}, which this loader does not load")
 
 
-def read_step_pickle(path: Path) -> dict[str, Any]:
+def _read_step_pickle(path: Path) -> dict[str, Any]:
     """One step of an experiment folder as a dict of AgentLab's ``StepInfo`` fields.
 
     Raises:
@@ -179,7 +179,7 @@ def _record(folder: Path, domain: str | None) -> Record | LoadIssue:
     if [n for n, _ in files] != list(range(len(files))):
         return LoadIssue(where, None, "step pickles are not numbered 0..n without gaps; episode skipped")
     try:
-        steps = [read_step_pickle(p) for _, p in files]
+        steps = [_read_step_pickle(p) for _, p in files]
     except (pickle.UnpicklingError, OSError, EOFError, AttributeError, ValueError) as e:
         return LoadIssue(where, None, f"cannot read a step pickle ({e}); episode skipped")
     if [s.get("step", i) for i, s in enumerate(steps)] != list(range(len(steps))):

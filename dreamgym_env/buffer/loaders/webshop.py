@@ -10,7 +10,7 @@ consecutive pages is inferred from how the page changed (a new search, a result 
 picked, ``buy now``...). A reload (the same page twice) carries no action and is dropped. The file is one
 episode: a session with N pages gives N - 1 transitions, minus reloads. The last transition (to
 ``done``) has the session's reward; ``success`` is reward 1.0, WebShop's definition. States are the
-WebShop domain's format (:func:`render_session_page`); the task id is the domain's
+WebShop domain's format (:func:`_render_session_page`); the task id is the domain's
 :func:`~dreamgym_env.domains.webshop_tasks.webshop_task_id` of the session, and ``metadata["task_metadata"]``
 holds the goal as the session's task carries it (:func:`~dreamgym_env.domains.webshop_tasks.session_goal_metadata`,
 the hidden facts the simulator is shown).
@@ -44,7 +44,7 @@ from dreamgym_env.domains.webshop import (
 from dreamgym_env.domains.webshop_tasks import session_goal_metadata, webshop_task_id
 from dreamgym_env.types import Task, Transition
 
-__all__ = ["load_webshop_il", "load_webshop_session", "render_session_page"]
+__all__ = ["load_webshop_il", "load_webshop_session"]
 
 _PAGES = {"index", "search_results", "item_page", "item_sub_page", "done"}
 _SEARCH_RESULTS = 50  # WebShop's search returns its top 50 products, 10 a page; the log does not say
@@ -75,7 +75,7 @@ def _sub_page(url: str) -> str:
     return match.group(1).lower() if match else "description"
 
 
-def render_session_page(page: dict[str, Any], reward: float | None = None) -> str:
+def _render_session_page(page: dict[str, Any], reward: float | None = None) -> str:
     """Write a logged page as the WebShop domain's state, with the domain's ``render_*`` functions.
 
     The state is the page the simulator (and the real wrapper) would show, less what the log does not
@@ -185,7 +185,7 @@ def load_webshop_session(path: Path, *, domain: str | None = None) -> Iterator[R
     transitions: list[Transition] = []
     for (_, before), (number, after) in zip(pages, pages[1:], strict=False):
         reward = float(after.get("reward", 0.0)) if after["page"] == "done" else None
-        state, next_state = render_session_page(before), render_session_page(after, reward)
+        state, next_state = _render_session_page(before), _render_session_page(after, reward)
         if state == next_state:
             continue  # a reload: no action happened
         action = _infer_action(before, after)

@@ -58,6 +58,7 @@ __all__ = [
     "sampling_settings",
 ]
 
+#: What a :class:`RecordingBackend` does with each call: write it, answer from the file, or either.
 RecordingMode = Literal["record", "replay", "replay_or_record"]
 PathLike = str | os.PathLike[str]
 
