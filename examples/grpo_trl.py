@@ -12,7 +12,10 @@
    (:mod:`dreamgym_env.integrations.trl`) against ``DreamGym/TextWorld-v0``, the shipped TextWorld
    experience model served by vLLM, the curriculum choosing the training games' tasks; then the real
    games again.
-5. Writes ``summary.json`` (and, with ``--results``, the figures as ``docs/results/grpo.json``).
+5. Writes ``summary_sim.json`` (and, with ``--results``, the figures as ``docs/results/grpo.json``).
+
+``--world real`` runs step 4 in the real games instead (the paper's real-environment baseline, same
+budget and curriculum), its stages under ``seedN/real_world/``.
 
 Each stage writes its result under ``--out-dir`` and is skipped when it is there, so a run stopped
 between stages resumes where it was.
@@ -66,6 +69,7 @@ class Args:
         ""  # only measure this saved adapter (e.g. a GRPO checkpoint) in the real games
     )
     seeds: str = "0,1,2"
+    world: str = "sim"  # sim: GRPO in the simulator | real: in the real games (the paper's baseline)
     experience: str = "shipped"  # shipped | scripted (plumbing only)
     results: str = ""  # also write the before/after figures here (docs/results/grpo.json)
 
@@ -194,32 +198,36 @@ def evaluate(
 
 
 def grpo(model: Any, tok: Any, train: list[str], args: Args, seed: int, out: Path) -> dict[str, Any]:
-    """TRL's GRPOTrainer in the simulator, the curriculum choosing the training games' tasks."""
+    """TRL's GRPOTrainer in the simulator (or the real games), the curriculum choosing the training games' tasks."""
     import trl
 
     from dreamgym_env.serving.shipped import recommended_env_kwargs, serve_shipped_model
 
     server = None
-    if args.experience == "scripted":
-        sim_kwargs: dict[str, Any] = {"backend": "scripted"}
+    env_id = "DreamGym/TextWorld-v0"
+    world_kwargs: dict[str, Any]
+    if args.world == "real":
+        env_id, world_kwargs = "DreamGym/TextWorld-Real-v0", {"game_files": train}
+    elif args.experience == "scripted":
+        world_kwargs = {"backend": "scripted"}
     else:
         server = serve_shipped_model("textworld", log_path=out / "experience_vllm.log").__enter__()
-        sim_kwargs = {
+        world_kwargs = {
             "base_url": server.base_url,
             "model": "textworld",
             **recommended_env_kwargs("textworld"),
         }
     try:
         curriculum = CurriculumSampler(str(out / "tasks.sqlite"), "textworld", seeds=tasks_from_games(train))
-        sim = DreamGymEnvironments(
-            "DreamGym/TextWorld-v0",
+        envs = DreamGymEnvironments(
+            env_id,
             tasks=curriculum,
             max_steps=args.max_steps,
             system_prompt=SYSTEM_PROMPT,
             seed=seed,
-            **sim_kwargs,
+            **world_kwargs,
         )
-        sim.check_completion_budget(tok, args.max_completion_length, turns=args.max_steps)
+        envs.check_completion_budget(tok, args.max_completion_length, turns=args.max_steps)
         config = trl.GRPOConfig(
             output_dir=str(out / "grpo"),
             max_steps=args.grpo_steps,
@@ -241,9 +249,9 @@ def grpo(model: Any, tok: Any, train: list[str], args: Args, seed: int, out: Pat
         trainer = trl.GRPOTrainer(
             model=model,
             args=config,
-            train_dataset=sim.dataset(),
+            train_dataset=envs.dataset(),
             processing_class=tok,
-            environment_factory=sim,
+            environment_factory=envs,
         )
         started = time.monotonic()
         checkpoints = sorted((out / "grpo").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
@@ -253,11 +261,11 @@ def grpo(model: Any, tok: Any, train: list[str], args: Args, seed: int, out: Pat
             for log in trainer.state.log_history
             if "rewards/DreamGymToolEnv/mean" in log
         ]
-        sim.close()
+        envs.close()
         return {
             "seconds": round(time.monotonic() - started),
             "reward_per_step": [round(r, 3) for r in rewards],
-            "sim_episodes": len(sim.episodes),
+            "sim_episodes": len(envs.episodes),
         }
     finally:
         if server is not None:
@@ -315,14 +323,16 @@ def main(args: Args) -> None:
 
     after, training = {}, {}
     for s in seeds:
+        # GRPO in the real games keeps its stages apart from the simulator's.
+        folder = out / f"seed{s}" if args.world == "sim" else out / f"seed{s}" / "real_world"
 
-        def run(s: int = s) -> dict[str, Any]:
+        def run(s: int = s, folder: Path = folder) -> dict[str, Any]:
             torch.manual_seed(s)
             policy, _ = pretrained_tool_policy(adapter=warm)
-            record = grpo(policy, tok, train, args, s, out / f"seed{s}")
-            return {"training": record, "real": evaluate(policy, tok, splits, args, s, out / f"seed{s}")}
+            record = grpo(policy, tok, train, args, s, folder)
+            return {"training": record, "real": evaluate(policy, tok, splits, args, s, folder)}
 
-        done = _stage(out / f"seed{s}" / "after.json", run)
+        done = _stage(folder / "after.json", run)
         after[s], training[s] = done["real"], done["training"]
 
     def table(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -343,7 +353,7 @@ def main(args: Args) -> None:
         "args": asdict(args),
         "seconds": round(time.monotonic() - started),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    (out / f"summary_{args.world}.json").write_text(json.dumps(summary, indent=1))
     if args.results:
         Path(args.results).write_text(json.dumps(summary, indent=1) + "\n")
     for split in ("heldout", "train"):

@@ -213,8 +213,14 @@ class SQLiteTables(Tables):
         synchronous: str = "NORMAL",
         read_only: bool = False,
     ) -> None:
+        # A store written to a folder that is not there yet makes it, as the recording backend does.
         self._conn = open_sqlite(
-            path, what=what, busy_timeout_s=busy_timeout_s, synchronous=synchronous, read_only=read_only
+            path,
+            what=what,
+            busy_timeout_s=busy_timeout_s,
+            synchronous=synchronous,
+            read_only=read_only,
+            create_parents=not read_only,
         )
         self.location, self.what = path, what
         self._lock = threading.RLock()
