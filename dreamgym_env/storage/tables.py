@@ -31,6 +31,8 @@ from dreamgym_env.storage.sqlite import database_kind, open_sqlite, table_names,
 from dreamgym_env.storage.urls import is_postgres_url
 
 __all__ = [
+    "POSTGRESQL",
+    "SQLITE",
     "Dialect",
     "Executor",
     "PostgresTables",
@@ -95,8 +97,8 @@ class Dialect:
             yield values[start : start + size]
 
 
-_SQLITE = Dialect("?", False, "INTEGER PRIMARY KEY AUTOINCREMENT", "BLOB", "INTEGER", "REAL", "INTEGER")
-_POSTGRESQL = Dialect("%s", True, "BIGSERIAL PRIMARY KEY", "BYTEA", "BOOLEAN", "DOUBLE PRECISION", "BIGINT")
+SQLITE = Dialect("?", False, "INTEGER PRIMARY KEY AUTOINCREMENT", "BLOB", "INTEGER", "REAL", "INTEGER")
+POSTGRESQL = Dialect("%s", True, "BIGSERIAL PRIMARY KEY", "BYTEA", "BOOLEAN", "DOUBLE PRECISION", "BIGINT")
 
 
 def where(*clauses: str, **equal: object) -> tuple[str, list[Any]]:
@@ -201,7 +203,7 @@ class SQLiteTables(Tables):
     One connection, usable from several threads of one process (calls are serialised by a lock).
     """
 
-    dialect = _SQLITE
+    dialect = SQLITE
     _errors = (sqlite3.Error,)
 
     def __init__(
@@ -213,14 +215,8 @@ class SQLiteTables(Tables):
         synchronous: str = "NORMAL",
         read_only: bool = False,
     ) -> None:
-        # A store written to a folder that is not there yet makes it, as the recording backend does.
         self._conn = open_sqlite(
-            path,
-            what=what,
-            busy_timeout_s=busy_timeout_s,
-            synchronous=synchronous,
-            read_only=read_only,
-            create_parents=not read_only,
+            path, what=what, busy_timeout_s=busy_timeout_s, synchronous=synchronous, read_only=read_only
         )
         self.location, self.what = path, what
         self._lock = threading.RLock()
@@ -242,7 +238,7 @@ class SQLiteTables(Tables):
             with write_transaction(self._conn) if depth == 0 else _savepoint(self._conn, f"tx{depth}"):
                 self._depth += 1
                 try:
-                    yield Executor(self._conn, _SQLITE)
+                    yield Executor(self._conn, SQLITE)
                 finally:
                     self._depth = depth
 
@@ -294,7 +290,7 @@ class PostgresTables(Tables):
     an open :meth:`transaction` join it.
     """
 
-    dialect = _POSTGRESQL
+    dialect = POSTGRESQL
 
     def __init__(
         self, url: str, *, what: str, lock_table: str, timeout_s: float = 30.0, max_connections: int = 4
@@ -319,7 +315,7 @@ class PostgresTables(Tables):
     def transaction(self) -> Iterator[Executor]:
         """A write transaction with the writer lock; nested in this thread's open one, a savepoint."""
         with self._db.transaction() as conn:
-            yield Executor(conn, _POSTGRESQL)
+            yield Executor(conn, POSTGRESQL)
 
     def error(self, action: str, e: BaseException) -> StoreError:
         """A :class:`StoreError` naming ``action`` and the database, with no password in it."""

@@ -56,26 +56,6 @@ def test_every_sqlite_store_opens_its_file_the_same_way(tmp_path):
         recording._conn.close()
 
 
-def test_every_sqlite_store_makes_the_folder_it_is_written_to(tmp_path):
-    buffer = ReplayBuffer.open(tmp_path / "runs" / "a" / "b.sqlite")
-    pool = TaskPool(str(tmp_path / "runs" / "seed0" / "p.sqlite"))
-    recording = RecordingBackend(ScriptedBackend(), tmp_path / "runs" / "rec" / "r.sqlite", mode="record")
-    try:
-        recording._connection()
-        for path in ("a/b.sqlite", "seed0/p.sqlite", "rec/r.sqlite"):
-            assert (tmp_path / "runs" / path).is_file()
-    finally:
-        buffer.close()
-        pool.close()
-        recording._conn.close()
-
-
-def test_a_read_only_store_in_a_missing_folder_makes_nothing(tmp_path):
-    with pytest.raises(StoreError, match="no such file"):
-        TaskPool(str(tmp_path / "missing" / "p.sqlite"), read_only=True)
-    assert not (tmp_path / "missing").exists()
-
-
 @pytest.mark.parametrize("opener", ["buffer", "pool", "recording"])
 def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(tmp_path, opener):
     path = tmp_path / "notes.jsonl"
