@@ -288,6 +288,10 @@ def main(args: Args) -> None:
     from dreamgym_env.training.policy import pretrained_tool_policy
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    if args.world not in ("sim", "real") or args.experience not in ("shipped", "scripted"):
+        raise SystemExit(
+            f"--world takes sim or real, --experience shipped or scripted; got {args.world!r}, {args.experience!r}"
+        )
     started = time.monotonic()
     out = Path(args.out_dir)
     seeds = [int(s) for s in args.seeds.split(",")]

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,10 +71,17 @@ def public_modules() -> list[str]:
     return packages + sorted(MODULES)
 
 
+@functools.cache
+def _source(path: Path) -> tuple[str, ast.Module]:
+    """A file's text and syntax tree, read once however many of its names are described."""
+    text = path.read_text()
+    return text, ast.parse(text)
+
+
 def exported_names(path: Path) -> list[str]:
     """The module's ``__all__``: its top-level assignment plus any ``__all__ +=`` after it."""
     names: list[str] = []
-    for node in ast.parse(path.read_text()).body:
+    for node in _source(path)[1].body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
             names = list(ast.literal_eval(node.value))
         elif isinstance(node, ast.AugAssign) and getattr(node.target, "id", None) == "__all__":
@@ -96,7 +104,7 @@ def _top_level(tree: ast.Module) -> list[ast.stmt]:
 
 def describe(module: str, name: str, depth: int = 0) -> Entry:
     """Where ``name`` is defined (following ``from x import name``), its kind and first docstring line."""
-    tree = ast.parse(module_file(module).read_text())
+    tree = _source(module_file(module))[1]
     body = _top_level(tree)
     for i, node in enumerate(body):
         if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
@@ -108,7 +116,7 @@ def describe(module: str, name: str, depth: int = 0) -> Entry:
             for alias in node.names:
                 if (alias.asname or alias.name) == name and node.module:
                     source = node.module if node.level == 0 else _relative(module, node)
-                    return _with_name(describe(source, alias.name, depth + 1), name)
+                    return replace(describe(source, alias.name, depth + 1), name=name)
     raise LookupError(f"{module}.__all__ names {name!r}, which the module does not define or import")
 
 
@@ -134,7 +142,7 @@ def _attribute_doc(module: str, node: ast.stmt, following: list[ast.stmt]) -> st
         and isinstance(after.value.value, str)
     ):
         return _first_line(after.value.value)
-    lines = module_file(module).read_text().splitlines()
+    lines = _source(module_file(module))[0].splitlines()
     comment: list[str] = []
     row = node.lineno - 2
     while row >= 0 and lines[row].lstrip().startswith("#:"):
@@ -149,13 +157,9 @@ def _first_line(doc: str | None) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def _with_name(entry: Entry, name: str) -> Entry:
-    return Entry(name, entry.kind, entry.summary)
-
-
 def module_summary(module: str) -> str:
     """The first line of the module's docstring."""
-    return _first_line(ast.get_docstring(ast.parse(module_file(module).read_text())))
+    return _first_line(ast.get_docstring(_source(module_file(module))[1]))
 
 
 def render() -> str:
