@@ -20,7 +20,7 @@ budget and curriculum), its stages under ``seedN/real_world/``.
 Each stage writes its result under ``--out-dir`` and is skipped when it is there, so a run stopped
 between stages resumes where it was.
 
-    python examples/grpo_trl.py --results docs/results/grpo.json   # 3 seeds: about 2.5 h on two CPU cores
+    python examples/grpo_trl.py --results docs/results/grpo.json   # 3 seeds: about 2.2 h on two CPU cores
     python examples/grpo_trl.py --seeds 0 --grpo-steps 2 --eval-episodes 8 --experience scripted
 """
 
