@@ -35,16 +35,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import re
 import statistics
 import time
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium as gym
 from _harness import arg_parser, format_range, take_turns
+from _vllm_metrics import metrics_delta, read_metrics
 
 import dreamgym_env
 from dreamgym_env._event_loop import run_sync
@@ -414,18 +413,8 @@ def straggler_table(server: Server, n: int, args: argparse.Namespace) -> None:
         )
 
 
-def prefix_counters(server: Server) -> tuple[float, float]:
-    url = server.base_url.removesuffix("/v1") + "/metrics"
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
-
-    def total(name: str) -> float:
-        return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? ([0-9.e+]+)$", text, re.M))
-
-    return total("vllm:prefix_cache_hits_total"), total("vllm:prefix_cache_queries_total")
-
-
 def hit_rate(server: Server, backend: Backend, episodes: int = 4, steps: int = 6) -> float:
-    hits0, queries0 = prefix_counters(server)
+    before = read_metrics(server.base_url)
     env = gym.make(ENV_ID, backend=backend, **{k: v for k, v in CAPS.items() if k != "timeout"})
     for seed in range(episodes):
         env.reset(seed=100 + seed)
@@ -434,8 +423,8 @@ def hit_rate(server: Server, backend: Backend, episodes: int = 4, steps: int = 6
             if terminated or truncated:  # the model may end an episode at any step: start the next
                 env.reset()
     env.close()
-    hits1, queries1 = prefix_counters(server)
-    return (hits1 - hits0) / max(queries1 - queries0, 1)
+    ran = metrics_delta(before, read_metrics(server.base_url))
+    return ran["prefix_cache_hits"] / max(ran["prefix_cache_queries"], 1)
 
 
 def main() -> None:

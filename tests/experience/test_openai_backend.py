@@ -216,7 +216,14 @@ def _predict(server, on_invalid_output: str):
     )
     model = ExperienceModel(TextWorldDomain(), backend, config)
     task = Task(task_id="t", domain="textworld", instruction="win")
-    return asyncio.run(model.apredict(task, [], [], "Room: hall", "look"))
+
+    async def predict():
+        try:
+            return await model.apredict(task, [], [], "Room: hall", "look")
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(predict())
 
 
 def test_an_answer_stopped_by_a_full_context_is_prompt_too_long_and_sent_once():
