@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from dreamgym_env.real.textworld_suite import build_suite
+from dreamgym_env.serving import cpu_dtype
 from dreamgym_env.serving.shipped import SHIPPED_MAX_TOKENS, weights_checksum, write_demonstrations
 
 FILES = (
@@ -142,20 +143,22 @@ def package_demonstrations(run: Path, dest: Path) -> dict[str, Any]:
     }
 
 
-def evaluate(run: Path, dest: Path, limit: int | None, results: str = "results") -> dict[str, Any]:
-    """Serve ``dest`` and score it and the baselines on both held-out splits; return the metrics."""
+def evaluate(
+    run: Path, dest: Path, limit: int | None, results: str = "results", server_args: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Score ``dest`` and the baselines on the held-out splits; return the metrics.
+
+    ``dest`` is served as the package serves it (:func:`~dreamgym_env.serving.shipped.shipped_server`),
+    with ``server_args`` after the shipped flags.
+    """
     from dreamgym_env.cli import main
-    from dreamgym_env.serving import SMOKE_SERVER_ARGS, VLLMServer
-    from dreamgym_env.serving.shipped import servable_folder
+    from dreamgym_env.serving.shipped import servable_folder, shipped_server
 
     metrics: dict[str, Any] = {}
     extra = ["--limit", str(limit)] if limit else []
-    with VLLMServer(
-        servable_folder(dest, "textworld"),
-        served_model_name="textworld",
-        max_model_len=2048,
-        extra_args=SMOKE_SERVER_ARGS,
-        log_path=str(run / "vllm-textworld.log"),
+    folder = servable_folder(dest, "textworld")
+    with shipped_server(
+        folder, "textworld", log_path=run / "vllm-textworld.log", extra_args=server_args
     ) as server:
         print(f"serving at {server.base_url} (started in {server.startup_seconds:.0f}s)", flush=True)
         for split, label in SPLITS.items():
@@ -209,10 +212,16 @@ def _score(
     return {"label": label, **reports}
 
 
-def write_results(metrics: dict[str, Any], manifest: dict[str, Any], row: str | None = None) -> None:
+def write_results(
+    metrics: dict[str, Any],
+    manifest: dict[str, Any],
+    row: str | None = None,
+    server_args: tuple[str, ...] = (),
+) -> None:
     """One object per predictor and split (the keys ``eval-fidelity`` writes) in :data:`RESULTS`.
 
-    A comparison ``row`` goes to ``fidelity_textworld_<row>.json`` beside it.
+    A comparison ``row`` goes to ``fidelity_textworld_<row>.json`` beside it. The server flags given
+    after the shipped settings are recorded with the figures.
     """
     rows = []
     for split, found in metrics.items():
@@ -225,6 +234,7 @@ def write_results(metrics: dict[str, Any], manifest: dict[str, Any], row: str | 
         "weights_sha256": manifest["weights_sha256"],
         "training": manifest["training"],
         "command": "scripts/build_textworld_model.sh",
+        "server": {"dtype": cpu_dtype(), "extra_args": list(server_args)},
         "results": rows,
     }
     path = RESULTS.with_name(f"{RESULTS.stem}_{row}.json") if row else RESULTS
@@ -252,6 +262,13 @@ def main_cli() -> None:
         "shipped model's name and settings) as a comparison row, into docs/results/fidelity_textworld_ROW.json.",
     )
     parser.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        help="With --evaluate: a vLLM server flag after the shipped settings (repeatable), e.g. "
+        "--server-arg=--dtype --server-arg=float32; give --row too, to keep the shipped figures.",
+    )
+    parser.add_argument(
         "--demonstrations",
         action="store_true",
         help="Only (re)write the demonstrations of the packaged model and their manifest entry.",
@@ -264,20 +281,19 @@ def main_cli() -> None:
         path.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
         print(f"{manifest['demonstrations']['transitions']} demonstrations in {args.dest}")
         return
+    server_args = tuple(args.server_arg)
     if args.evaluate and args.row:
-        training = json.loads((args.model / "dreamgym_training.json").read_text(encoding="utf-8"))
-        if (args.model / ADAPTER_FILES[0]).is_file():  # what merging the adapter into its base checks
+        model = args.model or args.dest
+        training = json.loads((model / "dreamgym_training.json").read_text(encoding="utf-8"))
+        if args.model and (model / ADAPTER_FILES[0]).is_file():  # what merging the adapter checks
             row_manifest = {
                 "base": training["config"]["base_model"],
-                "weights_sha256": weights_checksum(args.model),
+                "weights_sha256": weights_checksum(model),
             }
-            (args.model / "manifest.json").write_text(
-                json.dumps(row_manifest, indent=1) + "\n", encoding="utf-8"
-            )
-        metrics = evaluate(args.run, args.model, args.limit, results=f"results-{args.row}")
-        write_results(
-            metrics, {"weights_sha256": weights_checksum(args.model), "training": training}, args.row
-        )
+            (model / "manifest.json").write_text(json.dumps(row_manifest, indent=1) + "\n", encoding="utf-8")
+        metrics = evaluate(args.run, model, args.limit, f"results-{args.row}", server_args)
+        manifest = {"weights_sha256": weights_checksum(model), "training": training}
+        write_results(metrics, manifest, args.row, server_args)
         return
     if not args.evaluate:
         manifest = package(args.run, args.dest, args.model or args.run / "model")
@@ -285,9 +301,9 @@ def main_cli() -> None:
         return
     path = args.dest / "manifest.json"
     manifest = json.loads(path.read_text(encoding="utf-8"))
-    manifest["metrics"] = evaluate(args.run, args.dest, args.limit)
+    manifest["metrics"] = evaluate(args.run, args.dest, args.limit, server_args=server_args)
     path.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-    write_results(manifest["metrics"], manifest)
+    write_results(manifest["metrics"], manifest, server_args=server_args)
 
 
 if __name__ == "__main__":

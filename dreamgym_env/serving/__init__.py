@@ -9,6 +9,7 @@ from dreamgym_env.serving.vllm_server import (
     SMOKE_MODEL_NAME,
     SMOKE_SERVER_ARGS,
     VLLMServer,
+    cpu_dtype,
     find_free_port,
     serve_smoke_model,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "SMOKE_SERVER_ARGS",
     "VLLMServer",
     "build_tiny_model",
+    "cpu_dtype",
     "default_smoke_model_dir",
     "find_free_port",
     "serve_smoke_model",

@@ -27,6 +27,7 @@ from dreamgym_env.types import Transition
 
 if TYPE_CHECKING:
     from dreamgym_env.buffer import ReplayBuffer
+    from dreamgym_env.serving.vllm_server import VLLMServer
 
 __all__ = [
     "SHIPPED_CONTEXT",
@@ -37,6 +38,7 @@ __all__ = [
     "recommended_env_kwargs",
     "servable_folder",
     "serve_shipped_model",
+    "shipped_server",
     "shipped_demonstrations",
     "shipped_model_dir",
     "weights_checksum",
@@ -163,6 +165,40 @@ SHIPPED_CONTEXT = 2048
 """Context window a shipped model is served with (its position embeddings' length)."""
 
 
+def shipped_server(
+    folder: str | Path,
+    name: str,
+    *,
+    port: int | None = None,
+    startup_timeout: float = 300.0,
+    log_path: str | Path | None = None,
+    extra_args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> VLLMServer:
+    """A server, not yet started, for a shipped model's servable ``folder``, with the shipped settings.
+
+    One home for how a shipped model is served, so its fidelity is measured as it is played: the smoke
+    model's flags (compact JSON in structured decoding, cached-token counts in ``usage``), its context
+    (:data:`SHIPPED_CONTEXT`), bfloat16 where the CPU computes it natively (:func:`cpu_dtype`), and
+    compiled, not eager: together 1.6x the simulated steps/s of float32 eager, for about 40 s more
+    startup (docs/scaling.md, "Levers"). ``extra_args`` come last, so a repeated flag overrides.
+    """
+    from dreamgym_env.serving.vllm_server import SMOKE_SERVER_ARGS, VLLMServer, cpu_dtype
+
+    return VLLMServer(
+        folder,
+        served_model_name=name,
+        port=port,
+        max_model_len=SHIPPED_CONTEXT,
+        dtype=cpu_dtype(),
+        enforce_eager=False,
+        extra_args=[*SMOKE_SERVER_ARGS, *extra_args],
+        env=env,
+        startup_timeout=startup_timeout,
+        log_path=log_path,
+    )
+
+
 def serve_shipped_model(
     name: str,
     *,
@@ -171,11 +207,11 @@ def serve_shipped_model(
     log_path: str | Path | None = None,
     extra_args: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
-) -> Any:
+) -> VLLMServer:
     """Start vLLM's OpenAI server for a shipped model, served under its name (``model="textworld"``).
 
-    The caller owns the returned, running :class:`~dreamgym_env.serving.VLLMServer`. The server flags
-    are the smoke model's (compact JSON in structured decoding, cached-token counts in ``usage``).
+    The caller owns the returned, running :class:`~dreamgym_env.serving.VLLMServer`; its settings are
+    :func:`shipped_server`'s.
 
     Raises:
         ConfigError: an unknown or incomplete shipped model.
@@ -184,20 +220,19 @@ def serve_shipped_model(
         DependencyNotInstalled: vLLM is not installed.
         ServerStartError: the server did not start.
     """
-    from dreamgym_env.serving.vllm_server import require_vllm, start_local_model
+    from dreamgym_env.serving.vllm_server import require_vllm
 
     require_vllm(f"Serving the shipped {name} model")
-    folder = _servable_model_dir(name)
-    return start_local_model(
-        folder,
+    server = shipped_server(
+        _servable_model_dir(name),
         name,
         port=port,
-        max_model_len=SHIPPED_CONTEXT,
-        extra_args=extra_args,
         startup_timeout=startup_timeout,
         log_path=log_path,
+        extra_args=extra_args,
         env=env,
     )
+    return server.start()
 
 
 def write_demonstrations(transitions: Iterable[Transition], folder: str | Path) -> dict[str, Any]:

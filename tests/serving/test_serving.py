@@ -21,7 +21,7 @@ import pytest
 
 from dreamgym_env.errors import ConfigError, ServerStartError
 from dreamgym_env.experience.schema import ExperienceOutput, output_json_schema
-from dreamgym_env.serving import VLLMServer, build_tiny_model, default_smoke_model_dir, tiny_model
+from dreamgym_env.serving import VLLMServer, build_tiny_model, cpu_dtype, default_smoke_model_dir, tiny_model
 from dreamgym_env.serving.tiny_model import MARKER_FILE, SmokeModelSpec, is_complete
 from tests._grammar import answer_token_bound
 
@@ -167,6 +167,38 @@ def test_server_command_and_environment(tmp_path):
     assert server.base_url == "http://127.0.0.1:8123/v1" and server.model == "tiny"
     with pytest.raises(ConfigError, match="list of arguments"):
         VLLMServer("m", extra_args="--enable-lora")
+
+
+def test_small_machine_gives_the_engine_every_cpu(monkeypatch, tmp_path):
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    env = VLLMServer("m", port=1).environment
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "0,1" and env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
+    # The caller's choice wins, in the process environment or in ``env``.
+    assert (
+        VLLMServer("m", port=1, env={"VLLM_CPU_OMP_THREADS_BIND": "0"}).environment[
+            "VLLM_CPU_OMP_THREADS_BIND"
+        ]
+        == "0"
+    )
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "auto")
+    env = VLLMServer("m", port=1).environment
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "auto" and "VLLM_CPU_NUM_OF_RESERVED_CPU" not in env
+    # A large machine keeps vLLM's own NUMA-aware binding.
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in VLLMServer("m", port=1).environment
+
+
+def test_cpu_dtype_follows_the_cpus_bfloat16_instructions(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16\n\nprocessor\t: 1\n")
+    assert cpu_dtype(info) == "bfloat16"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 amx_tile amx_bf16\n")
+    assert cpu_dtype(info) == "bfloat16"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f\n")
+    assert cpu_dtype(info) == "float32"
+    assert cpu_dtype(tmp_path / "missing") == "float32"
 
 
 # A stand-in for the vLLM module: parses --port and behaves as MODE says.

@@ -25,6 +25,7 @@ from dreamgym_env.serving.shipped import (
     prompt_settings,
     recommended_env_kwargs,
     shipped_model_dir,
+    shipped_server,
     weights_checksum,
 )
 
@@ -55,6 +56,19 @@ def test_env_settings_come_from_the_training_record():
     assert prompt_settings("textworld") == (settings["history_window"], settings["top_k"])
     assert recommended_env_kwargs("textworld")["model"] == "textworld"
     assert prompt_settings("someone-elses-model") == (1, 1)
+
+
+def test_shipped_server_serves_as_the_fidelity_was_measured(tmp_path):
+    from dreamgym_env.serving import SMOKE_SERVER_ARGS, cpu_dtype
+
+    server = shipped_server(tmp_path, "textworld", port=8123, extra_args=("--max-num-seqs", "64"))
+    cmd = server.command
+    flags = dict(zip(cmd[3:], cmd[4:], strict=False))
+    assert flags["--dtype"] == cpu_dtype() and flags["--max-model-len"] == str(SHIPPED_CONTEXT)
+    assert flags["--served-model-name"] == "textworld" and "--enforce-eager" not in cmd  # compiled
+    assert cmd[-len(SMOKE_SERVER_ARGS) - 2 : -2] == list(SMOKE_SERVER_ARGS)
+    assert cmd[-2:] == ["--max-num-seqs", "64"]  # last, so a repeated flag overrides the shipped one
+    assert not server.is_running()
 
 
 @pytest.fixture(scope="module")
