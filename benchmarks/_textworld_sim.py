@@ -127,6 +127,9 @@ def play_sim(work: Workload, envs: int, steps: int, seed: int) -> SimRun:
     vec = gym.make_vec(
         "DreamGym/TextWorld-v0", num_envs=envs, tasks=tasks_from_games(work.games), **work.sim_kwargs
     )
+    backend = vec.unwrapped.backend  # type: ignore[attr-defined]
+    if hasattr(backend, "start"):  # the in-process engine starts before the clock, as a server does
+        backend.start()
     memo = vec.unwrapped.step_memo  # type: ignore[attr-defined]
     if memo is not None and work.offline is not None:
         memo.add_real(work.offline)

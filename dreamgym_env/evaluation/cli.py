@@ -57,9 +57,10 @@ def _cmd_eval_fidelity(args: argparse.Namespace) -> int:
     if not runs:
         print("Nothing to evaluate: give --model (with --base-url) and/or --baseline NAME.")
         return 2
-    for name, predictor, _backend in runs:
+    for name, predictor, backend in runs:
         started = time.monotonic()
-        report, records = asyncio.run(evaluate(name, predictor, cases, concurrency=args.concurrency))
+        work = evaluate(name, predictor, cases, concurrency=args.concurrency)
+        report, records = asyncio.run(work if backend is None else backend.closing(work))
         extra = ""
         if args.judge_model:
             from dreamgym_env.evaluation.judge import judge_records
@@ -70,7 +71,7 @@ def _cmd_eval_fidelity(args: argparse.Namespace) -> int:
                 )
             )
             tasks = {c.task.task_id: c.task.instruction for c in cases}
-            rubric = asyncio.run(judge_records(judge, records, tasks))
+            rubric = asyncio.run(judge.closing(judge_records(judge, records, tasks)))
             extra = f" judge={json.dumps(rubric)}"
         path = write_run(args.out, report, records)
         print(

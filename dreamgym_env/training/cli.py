@@ -87,16 +87,15 @@ def _cmd_annotate(args: argparse.Namespace) -> int:
     )
     # create=False: the buffer to annotate must exist, and be a buffer (never one made here, empty).
     with ReplayBuffer.open(args.buffer, create=False) as buffer:
-        report = asyncio.run(
-            annotate_buffer(
-                buffer,
-                teacher,
-                domain=args.domain,
-                concurrency=args.concurrency,
-                limit=args.limit,
-                overwrite=args.overwrite,
-            )
+        work = annotate_buffer(
+            buffer,
+            teacher,
+            domain=args.domain,
+            concurrency=args.concurrency,
+            limit=args.limit,
+            overwrite=args.overwrite,
         )
+        report = asyncio.run(teacher.closing(work))
     print(json.dumps(asdict(report)))
     return 0
 

@@ -15,6 +15,7 @@ import pytest
 
 import dreamgym_env  # noqa: F401 - registers the ids
 from dreamgym_env import DreamGymEnv
+from dreamgym_env._event_loop import run_sync
 from dreamgym_env.config import BackendConfig
 from dreamgym_env.errors import (
     BackendError,
@@ -180,18 +181,21 @@ def test_an_invalid_response_follows_the_invalid_output_policy(name):
     server = serve_replies(replies)
     backend = _backend(server, max_retries=0)
     try:
-        env = DreamGymEnv(ToyDomain(), backend=backend, parse_retries=1, on_invalid_output="fail_state")
-        obs, _ = env.reset(seed=0)
-        obs2, reward, terminated, truncated, info = env.step("go[2]")
+        with DreamGymEnv(
+            ToyDomain(), backend=backend, parse_retries=1, on_invalid_output="fail_state"
+        ) as env:
+            obs, _ = env.reset(seed=0)
+            obs2, reward, terminated, truncated, info = env.step("go[2]")
         assert (obs2, reward, terminated, truncated) == (obs, 0.0, False, False)
         assert "chat completion" in info["model_error"] and info["attempts"] == 2
         assert replies.calls == 2
 
-        env = DreamGymEnv(ToyDomain(), backend=backend, parse_retries=0, on_invalid_output="raise")
-        env.reset(seed=0)
-        with pytest.raises(ResponseFormatError, match="chat completion"):
-            env.step("go[2]")
+        with DreamGymEnv(ToyDomain(), backend=backend, parse_retries=0, on_invalid_output="raise") as env:
+            env.reset(seed=0)
+            with pytest.raises(ResponseFormatError, match="chat completion"):
+                env.step("go[2]")
     finally:
+        run_sync(backend.aclose())  # the caller's backend: the envs leave it open
         _stop(server)
 
 

@@ -2,10 +2,13 @@
 
 import asyncio
 import dataclasses
+import gc
 import json
 import threading
 import time
 from collections import defaultdict
+
+import pytest
 
 from dreamgym_env.config import BackendConfig
 from dreamgym_env.experience.backends.base import CompletionRequest
@@ -271,3 +274,28 @@ def test_a_request_temperature_overrides_the_backends_for_that_request_only():
     finally:
         server.shutdown()
     assert sent == [0.0, 0.7]
+
+
+def test_closing_closes_the_loops_clients_when_the_work_ends(recwarn):
+    """``asyncio.run(backend.closing(work))`` leaves no client open, after an answer or an error."""
+    gc.collect()  # what earlier tests left is reported now, not below
+    recwarn.clear()
+    server = serve_json(lambda body, port: _chat_completion())
+    backend = OpenAIBackend(BackendConfig(base_url=f"http://127.0.0.1:{server.server_port}/v1", model="m"))
+    request = CompletionRequest(messages=[{"role": "user", "content": "hi"}], json_schema={"type": "object"})
+    try:
+        completion = asyncio.run(backend.closing(backend.acomplete(request)))
+        assert json.loads(completion.text) == ANSWER and not backend._states
+
+        async def fails():
+            await backend.acomplete(request)  # opens this loop's clients
+            raise ValueError("the work failed")
+
+        with pytest.raises(ValueError, match="the work failed"):
+            asyncio.run(backend.closing(fails()))
+        assert not backend._states
+        gc.collect()
+        assert not [w for w in recwarn if "Unclosed client session" in str(w.message)]
+    finally:
+        server.shutdown()
+        server.server_close()

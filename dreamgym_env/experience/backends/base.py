@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from dreamgym_env.types import Step, Task
 
 __all__ = ["Backend", "Completion", "CompletionRequest", "TransitionQuery"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,17 @@ class Backend(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release connections or engines."""
+
+    async def closing(self, work: Awaitable[T]) -> T:
+        """``await work``, then :meth:`aclose`, whatever happened: for a one-off ``asyncio.run``.
+
+        An HTTP client is bound to the loop it was made on; one still open when its loop ends is
+        reported as unclosed when it is collected. ``asyncio.run(backend.closing(evaluate(...)))``.
+        """
+        try:
+            return await work
+        finally:
+            await self.aclose()
 
     def describe(self) -> str:
         """A short, secret-free description for logs and ``info``."""

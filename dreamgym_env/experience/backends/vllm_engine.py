@@ -111,6 +111,16 @@ class VLLMEngineBackend(Backend):
             if not pending.future.done():
                 pending.future.set_result(completion)
 
+    def start(self) -> VLLMEngineBackend:
+        """Create the engine now and return ``self``.
+
+        Otherwise the first step that asks pays the startup: a minute or more on a CPU (weights, KV
+        cache and, when compiling, the graphs).
+        """
+        with self._engine_lock:
+            self._engine()
+        return self
+
     def _engine(self) -> Any:
         if self._llm is None:
             try:
