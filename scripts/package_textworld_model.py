@@ -234,12 +234,23 @@ def write_results(
         "weights_sha256": manifest["weights_sha256"],
         "training": manifest["training"],
         "command": "scripts/build_textworld_model.sh",
-        "server": {"dtype": cpu_dtype(), "extra_args": list(server_args)},
+        "server": _server_settings(server_args),
         "results": rows,
     }
     path = RESULTS.with_name(f"{RESULTS.stem}_{row}.json") if row else RESULTS
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+
+
+def _server_settings(server_args: tuple[str, ...]) -> dict[str, Any]:
+    """How the scored model was served: the shipped settings as ``server_args`` left them."""
+    flags = list(server_args)
+    dtypes = [flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag == "--dtype"]
+    return {
+        "dtype": dtypes[-1] if dtypes else cpu_dtype(),
+        "compiled": "--enforce-eager" not in flags,
+        "extra_args": flags,
+    }
 
 
 def main_cli() -> None:
