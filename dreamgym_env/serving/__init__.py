@@ -10,6 +10,7 @@ from dreamgym_env.serving.vllm_server import (
     SMOKE_SERVER_ARGS,
     VLLMServer,
     cpu_dtype,
+    default_engine_env,
     find_free_port,
     serve_smoke_model,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "VLLMServer",
     "build_tiny_model",
     "cpu_dtype",
+    "default_engine_env",
     "default_smoke_model_dir",
     "find_free_port",
     "serve_smoke_model",

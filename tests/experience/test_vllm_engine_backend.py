@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ from dreamgym_env.errors import ConfigError
 from dreamgym_env.experience.backends.base import CompletionRequest
 from dreamgym_env.experience.backends.vllm_engine import VLLMEngineBackend
 from dreamgym_env.experience.schema import ExperienceOutput, output_json_schema
-from dreamgym_env.serving import SMOKE_SERVER_ARGS
+from dreamgym_env.serving import SMOKE_SERVER_ARGS, default_engine_env
 from tests._grammar import answer_token_bound
 
 CAPS = dict(max_reasoning_chars=20, max_state_chars=40, max_actions=2, max_action_chars=20)
@@ -30,9 +33,42 @@ def test_engine_arguments_come_from_extra_body():
         VLLMEngineBackend("")
 
 
+def _restore_engine_env_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine sets its defaults in the process environment; undo that when the test ends."""
+    for key in [*default_engine_env(), "VLLM_WORKER_MULTIPROC_METHOD"]:
+        absent = key not in os.environ
+        monkeypatch.setenv(key, os.environ.get(key, ""))
+        if absent:
+            monkeypatch.delenv(key)
+
+
+def test_the_engine_starts_with_the_package_environment_where_the_process_sets_none(monkeypatch):
+    seen: dict[str, str | None] = {}
+
+    class FakeLLM:
+        def __init__(self, model: str, **kwargs):
+            for key in ("VLLM_WORKER_MULTIPROC_METHOD", "VLLM_CPU_KVCACHE_SPACE", "HF_HUB_OFFLINE"):
+                seen[key] = os.environ.get(key)
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=FakeLLM))
+    _restore_engine_env_after(monkeypatch)
+    for key in ("VLLM_WORKER_MULTIPROC_METHOD", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "3")  # the user's choice stays
+    backend = VLLMEngineBackend("/models/m").start()
+    # spawned, not forked from a process whose torch thread pools already ran
+    assert seen == {
+        "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
+        "VLLM_CPU_KVCACHE_SPACE": "3",
+        "HF_HUB_OFFLINE": "1",
+    }
+    assert isinstance(backend._llm, FakeLLM)
+
+
 @pytest.mark.integration
-def test_started_engine_answers_a_concurrent_batch_in_the_schema(smoke_model_dir: Path):
+def test_started_engine_answers_a_concurrent_batch_in_the_schema(smoke_model_dir: Path, monkeypatch):
     pytest.importorskip("vllm")
+    _restore_engine_env_after(monkeypatch)
     structured = json.loads(SMOKE_SERVER_ARGS[SMOKE_SERVER_ARGS.index("--structured-outputs-config") + 1])
     backend = VLLMEngineBackend(
         str(smoke_model_dir),
@@ -62,3 +98,6 @@ def test_started_engine_answers_a_concurrent_batch_in_the_schema(smoke_model_dir
         assert completion.extra["finish_reason"] == "stop", completion.text
         ExperienceOutput.model_validate(json.loads(completion.text, strict=False))
     assert len({c.latency_s for c in completions}) == 1  # one engine batch
+    engine_core = backend._llm.llm_engine.engine_core
+    asyncio.run(backend.aclose())
+    assert backend._llm is None and not engine_core.resources.engine_manager.processes[0].is_alive()

@@ -2,13 +2,17 @@
 
 Concurrent ``acomplete`` calls (a vector env's sub-envs) are gathered into one ``LLM.chat`` batch, so the
 engine schedules them together as the server would. The engine is created on first use, in a worker
-thread; vLLM starts its engine processes with ``spawn``, so scripts using this backend need an
+thread, with this package's engine environment (:func:`~dreamgym_env.serving.default_engine_env`)
+wherever the process environment does not choose. vLLM's engine processes are started with
+``spawn``: forked from a process that already ran torch's thread pools (a test run, a training
+script), the CPU worker can fail to start. Scripts using this backend need an
 ``if __name__ == "__main__":`` guard.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -121,12 +125,30 @@ class VLLMEngineBackend(Backend):
             self._engine()
         return self
 
+    async def aclose(self) -> None:
+        """Shut the engine's processes down (an env that created this backend does so when closed).
+
+        The next request starts a new engine.
+        """
+        await asyncio.to_thread(self._shutdown)
+
+    def _shutdown(self) -> None:
+        with self._engine_lock:
+            llm, self._llm = self._llm, None
+        if llm is not None:
+            llm.llm_engine.engine_core.shutdown()
+
     def _engine(self) -> Any:
         if self._llm is None:
             try:
                 import vllm
             except ImportError as e:
                 raise DependencyNotInstalled("vllm", "vllm", "The in-process vLLM backend") from e
+            from dreamgym_env.serving.vllm_server import default_engine_env
+
+            # vLLM's settings are environment variables, read when the engine starts.
+            for key, value in {**default_engine_env(), "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}.items():
+                os.environ.setdefault(key, value)
             self._llm = vllm.LLM(model=self.model, **self.engine_kwargs)
         return self._llm
 
