@@ -69,7 +69,8 @@ def one_run(work: Any, envs: int, steps: int, seed: int) -> dict[str, float]:
         "generated_tokens": server["generation_tokens"] / requests,
         "decode_ms_per_token": 1000 * server["decode_s"] / decoded,
         "iterations": server["iterations"],
-        "requests_per_iteration": server["requests"] / max(server["iterations"], 1.0),
+        # how many answers an engine iteration advances: the decode batch the envs' requests form
+        "tokens_per_iteration": server["generation_tokens"] / max(server["iterations"], 1.0),
     }
 
 
@@ -176,7 +177,7 @@ def print_table(rows: dict[str, Any], masks: dict[str, float]) -> None:
         ("prefix hits", "prefix_hit_rate", "{:.2f}"),
         ("generated", "generated_tokens", "{:.0f}"),
         ("decode ms/token", "decode_ms_per_token", "{:.0f}"),
-        ("requests/iteration", "requests_per_iteration", "{:.1f}"),
+        ("answers advanced/iteration", "tokens_per_iteration", "{:.1f}"),
     ]
     print("\n| N | " + " | ".join(c[0] for c in columns) + " |")
     print("|---:|" + "---:|" * len(columns))
