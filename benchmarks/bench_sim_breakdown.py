@@ -70,7 +70,7 @@ def one_run(work: Any, envs: int, steps: int, seed: int) -> dict[str, float]:
         "decode_ms_per_token": 1000 * server["decode_s"] / decoded,
         "iterations": server["iterations"],
         # how many answers an engine iteration advances: the decode batch the envs' requests form
-        "tokens_per_iteration": server["generation_tokens"] / max(server["iterations"], 1.0),
+        "answers_per_iteration": server["generation_tokens"] / max(server["iterations"], 1.0),
     }
 
 
@@ -177,7 +177,7 @@ def print_table(rows: dict[str, Any], masks: dict[str, float]) -> None:
         ("prefix hits", "prefix_hit_rate", "{:.2f}"),
         ("generated", "generated_tokens", "{:.0f}"),
         ("decode ms/token", "decode_ms_per_token", "{:.0f}"),
-        ("answers advanced/iteration", "tokens_per_iteration", "{:.1f}"),
+        ("answers advanced/iteration", "answers_per_iteration", "{:.1f}"),
     ]
     print("\n| N | " + " | ".join(c[0] for c in columns) + " |")
     print("|---:|" + "---:|" * len(columns))
