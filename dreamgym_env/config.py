@@ -271,6 +271,12 @@ PromptStyle = Literal["full", "compact"]
 only the case at hand (``"compact"``, for a model fine-tuned on the domain, which learned the rules)."""
 
 
+AnswerFormat = Literal["json", "state"]
+"""What an experience model writes: a JSON transition under structured decoding (``"json"``), or the next
+state alone as plain text (``"state"``), for a model fine-tuned to it in a domain whose rules list the
+actions and decide the ending."""
+
+
 class EnvConfig(BaseModel):
     """How one simulated episode runs."""
 
@@ -291,6 +297,13 @@ class EnvConfig(BaseModel):
         "full",
         description="'full': the domain's instructions and the answer format open every prompt; 'compact': "
         "only the case (task facts, demonstrations, state, action), for a model fine-tuned on the domain.",
+    )
+    answer_format: AnswerFormat = Field(
+        "json",
+        description="'json': the model answers a JSON transition (reasoning, next state, actions, done, "
+        "success) under structured decoding; 'state': it answers the next state alone, in the domain's "
+        "answer form, as plain text, and the domain lists the actions and rules the ending (about half "
+        "the tokens of a JSON answer, for a model fine-tuned to it; TextWorld's shipped model).",
     )
     caps_in_schema: bool = Field(
         False,

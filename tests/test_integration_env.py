@@ -249,3 +249,26 @@ def test_prefix_cache_reuses_the_previous_step(make_env, smoke_model_dir):
     assert shared >= 0.5 * first["prompt_tokens"]  # the fixed instructions and the task lead both prompts
     assert second["cached_tokens"] is not None, "server should run with --enable-prompt-tokens-details"
     assert second["cached_tokens"] >= 0.9 * shared - 128  # whole cache blocks only
+
+
+def test_state_answers_go_to_the_server_as_plain_text_requests(make_env):
+    """No ``response_format``: the server generates free text, which the env reads as the next state."""
+    env = make_env(
+        "DreamGym/TextWorld-v0", answer_format="state", on_invalid_output="fail_state", parse_retries=0,
+        max_tokens=24, top_k=0,
+    )  # fmt: skip
+    sim = env.unwrapped
+    assert sim.experience_model.json_schema is None
+    obs, info = env.reset(seed=0)
+    for _ in range(2):
+        ruled = ("look", "inventory", "examine")  # the domain's rules answer these without a request
+        action = next((a for a in info["admissible_actions"] if a.split()[0] not in ruled), "go north")
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert info["answered_by"] == "model"
+        assert 0 < info["usage"]["completion_tokens"] <= 24
+        # The smoke model's text is noise: either the domain read it as a state, or the step failed as
+        # unparsable (reward 0, the state kept) without raising.
+        assert env.observation_space.contains(obs) and (info.get("model_error") is None or reward == 0.0)
+        if terminated or truncated:
+            break
+    env.close()

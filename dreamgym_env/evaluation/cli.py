@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 __all__ = ["add_evaluation_commands"]
@@ -33,6 +34,8 @@ def _cmd_eval_fidelity(args: argparse.Namespace) -> int:
             args.buffer, args.data, limit=args.limit, seed=args.seed, split=args.split
         )
         where = f"held-out split {args.split!r}"
+    if args.answer_format:
+        config = replace(config, answer_format=args.answer_format)
     print(f"{len(cases)} transitions from {len({c.task.task_id for c in cases})} tasks ({where})", flush=True)
     runs: list[tuple[str, Any, Any]] = [(name, BASELINES[name], None) for name in args.baseline]
     if args.model:
@@ -86,7 +89,7 @@ def _cases_from_games(args: argparse.Namespace) -> tuple[list[Any], Any]:
     import random
 
     from dreamgym_env.evaluation.games import cases_from_games, find_games
-    from dreamgym_env.serving.shipped import prompt_settings, prompt_style
+    from dreamgym_env.serving.shipped import answer_format, prompt_settings, prompt_style
     from dreamgym_env.training.sft_data import SFTBuildConfig
 
     window, top_k = prompt_settings(args.model)
@@ -95,6 +98,7 @@ def _cases_from_games(args: argparse.Namespace) -> tuple[list[Any], Any]:
         history_window=window if args.history_window is None else args.history_window,
         top_k=top_k if args.top_k is None else args.top_k,
         prompt_style=args.prompt_style or prompt_style(args.model),
+        answer_format=answer_format(args.model),
     )
     cases = cases_from_games(
         find_games(args.games),
@@ -144,6 +148,12 @@ def add_evaluation_commands(commands: argparse._SubParsersAction) -> None:  # ty
         "--prompt-style",
         choices=["full", "compact"],
         help="With --games: the prompt style the model was trained on (default: the shipped model's, else full).",
+    )
+    p.add_argument(
+        "--answer-format",
+        choices=["json", "state"],
+        help="What the model answers (EnvConfig.answer_format; default: the SFT data's with --data, the "
+        "shipped model's with --games, else json).",
     )
     p.add_argument("--out", required=True, help="Results folder (shared by successive runs).")
     p.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="The served model's endpoint.")

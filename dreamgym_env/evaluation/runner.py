@@ -113,6 +113,7 @@ def model_predictor(
             "top_k": settings.top_k,
             "max_admissible_actions": settings.max_admissible_actions,
             "prompt_style": settings.prompt_style,
+            "answer_format": settings.answer_format,
             "on_invalid_output": "fail_state",
         }
     )

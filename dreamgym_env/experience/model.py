@@ -7,13 +7,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from dreamgym_env.config import EnvConfig
 from dreamgym_env.domains.base import Domain
-from dreamgym_env.errors import InvalidResponseError, PromptTooLongError, ResponseFormatError
+from dreamgym_env.errors import ConfigError, InvalidResponseError, PromptTooLongError, ResponseFormatError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest, TransitionQuery
 from dreamgym_env.experience.memo import StepMemo, memo_key
 from dreamgym_env.experience.prompt import build_messages
@@ -84,12 +84,22 @@ class ExperienceModel:
         self.backend = backend
         self.config = config
         self.memo = memo if domain.deterministic else None
+        if config.answer_format == "state" and not domain.lists_actions:
+            raise ConfigError(
+                f"answer_format='state' needs a domain that lists its own admissible actions; "
+                f"{domain.name!r} takes them from the model's answer. Use answer_format='json'."
+            )
         caps = config.caps_in_schema
-        self.json_schema = output_json_schema(
-            max_reasoning_chars=config.max_reasoning_chars if caps else None,
-            max_state_chars=config.max_state_chars if caps else None,
-            max_actions=0 if domain.lists_actions else config.max_admissible_actions,
-            max_action_chars=config.max_action_chars if caps else None,
+        #: Sent as ``response_format``; ``None`` for plain-text state answers (no structured decoding).
+        self.json_schema: dict[str, Any] | None = (
+            None
+            if config.answer_format == "state"
+            else output_json_schema(
+                max_reasoning_chars=config.max_reasoning_chars if caps else None,
+                max_state_chars=config.max_state_chars if caps else None,
+                max_actions=0 if domain.lists_actions else config.max_admissible_actions,
+                max_action_chars=config.max_action_chars if caps else None,
+            )
         )
 
     def build_request(
@@ -392,6 +402,8 @@ def _context_full(completion: Completion, budget: int | None) -> str:
 def _parse(completion: Completion, config: EnvConfig) -> tuple[ExperienceOutput | None, str]:
     if completion.extra.get("finish_reason") == "length":
         return None, f"the answer was cut at max_tokens ({len(completion.text)} chars)"
+    if config.answer_format == "state":
+        return _parse_state(completion.text, config)
     try:
         output = ExperienceOutput.model_validate(_strip_controls(json.loads(completion.text, strict=False)))
     except json.JSONDecodeError as e:
@@ -409,6 +421,16 @@ def _parse(completion: Completion, config: EnvConfig) -> tuple[ExperienceOutput 
     if too_long:
         return None, too_long
     return output, ""
+
+
+def _parse_state(text: str, config: EnvConfig) -> tuple[ExperienceOutput | None, str]:
+    """A plain-text answer: the next state alone; the domain completes it, lists actions and rules the end."""
+    state = str(_strip_controls(text)).strip()
+    if not state:
+        return None, "the answer is empty"
+    if len(state) > config.max_state_chars:
+        return None, f"next_state has {len(state)} characters, over max_state_chars={config.max_state_chars}"
+    return ExperienceOutput(reasoning="", next_state=state, done=False, success=False), ""
 
 
 def _over_caps(output: ExperienceOutput, config: EnvConfig) -> str:

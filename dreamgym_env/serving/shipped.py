@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dreamgym_env.config import PromptStyle
+from dreamgym_env.config import AnswerFormat, PromptStyle
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.types import Transition
 
@@ -33,6 +33,7 @@ __all__ = [
     "SHIPPED_CONTEXT",
     "SHIPPED_MAX_TOKENS",
     "SHIPPED_MODELS",
+    "answer_format",
     "prompt_settings",
     "prompt_style",
     "recommended_env_kwargs",
@@ -140,6 +141,14 @@ def prompt_style(model: str | None) -> PromptStyle:
     return "compact" if settings.get("prompt_style") == "compact" else "full"
 
 
+def answer_format(model: str | None) -> AnswerFormat:
+    """The ``answer_format`` a shipped model was trained with (``"json"`` for any other model)."""
+    if model not in SHIPPED_MODELS:
+        return "json"
+    settings = _training_record(model).get("env_settings") or {}
+    return "state" if settings.get("answer_format") == "state" else "json"
+
+
 def recommended_env_kwargs(name: str) -> dict[str, Any]:
     """The ``gymnasium.make`` keywords that reproduce a shipped model's training prompts and fit its context.
 
@@ -152,6 +161,7 @@ def recommended_env_kwargs(name: str) -> dict[str, Any]:
         "history_window": window,
         "top_k": top_k,
         "prompt_style": prompt_style(name),
+        "answer_format": answer_format(name),
         "max_tokens": SHIPPED_MAX_TOKENS,
         "temperature": 0.0,
     }

@@ -28,6 +28,7 @@ def _cmd_build_sft(args: argparse.Namespace) -> int:
         eval_episodes_per_task=args.eval_episodes_per_task,
         demonstrations=args.demonstrations,
         prompt_style=args.prompt_style,
+        answer_format=args.answer_format,
     )
     # Only the rows are read, through the store opened read-only: the file stays as it is, a missing
     # one is not created, and no embedder is needed (one other than the buffer's would re-embed it).
@@ -206,6 +207,14 @@ def add_training_commands(commands: argparse._SubParsersAction) -> None:  # type
         choices=["full", "compact"],
         help="'compact' leaves the domain's instructions out of every prompt (the model learns the rules "
         "from the data); the env serving the model must use the same prompt_style.",
+    )
+    b.add_argument(
+        "--answer-format",
+        default="json",
+        choices=["json", "state"],
+        help="'state': completions are the next state alone, as plain text, for a domain whose rules list "
+        "the actions and decide the ending (TextWorld); the env serving the model must use the same "
+        "answer_format.",
     )
     b.set_defaults(func=_cmd_build_sft)
 

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from dreamgym_env.config import EnvConfig, PromptStyle
+from dreamgym_env.config import AnswerFormat, EnvConfig, PromptStyle
 from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.errors import ConfigError, DataFormatError
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
@@ -81,6 +81,8 @@ class SFTBuildConfig:
             are shown, as a buffer of a task's offline data serves them at inference.
         prompt_style: The env's ``prompt_style``: ``"compact"`` leaves the domain's instructions out,
             for a model that learns the rules from these examples.
+        answer_format: The env's ``answer_format``: ``"json"`` completions are the JSON transition,
+            ``"state"`` ones the next state alone, in the domain's answer form.
     """
 
     domain: str = "textworld"
@@ -95,6 +97,7 @@ class SFTBuildConfig:
     eval_episodes_per_task: int = 0
     demonstrations: Literal["other_tasks", "other_episodes"] = "other_tasks"
     prompt_style: PromptStyle = "full"
+    answer_format: AnswerFormat = "json"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "heldout_tasks", tuple(self.heldout_tasks))
@@ -116,6 +119,7 @@ class SFTBuildConfig:
             top_k=self.top_k,
             max_admissible_actions=self.max_admissible_actions,
             prompt_style=self.prompt_style,
+            answer_format=self.answer_format,
         )
 
 
@@ -327,11 +331,16 @@ def _example(model: ExperienceModel, case: TransitionCase, config: SFTBuildConfi
     )
     return {
         "prompt": request.messages,
-        "completion": [{"role": "assistant", "content": answer.model_dump_json()}],
+        "completion": [{"role": "assistant", "content": _answer_text(answer, config.answer_format)}],
         "task_id": case.task.task_id,
         "episode_id": case.transition.episode_id,
         "step": case.transition.step,
     }
+
+
+def _answer_text(answer: ExperienceOutput, answer_format: AnswerFormat) -> str:
+    """The completion a model learns, in the form the env parses (:attr:`EnvConfig.answer_format`)."""
+    return answer.next_state if answer_format == "state" else answer.model_dump_json()
 
 
 def _prompt_chars(example: dict[str, Any]) -> int:

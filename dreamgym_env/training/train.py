@@ -395,7 +395,8 @@ def _train(config: TrainConfig, torch: Any, transformers: Any, trl: Any, dataset
         "env_settings": {
             k: settings.get(k)
             for k in ("domain", "history_window", "top_k", "max_admissible_actions", "prompt_style")
-        },
+        }
+        | {"answer_format": settings.get("answer_format", "json")},
         "eval_tasks": manifest.eval_tasks,
         "lora_adapter": served_as_adapter,
         "sittings": sittings,

@@ -98,6 +98,10 @@ def test_started_engine_answers_a_concurrent_batch_in_the_schema(smoke_model_dir
         assert completion.extra["finish_reason"] == "stop", completion.text
         ExperienceOutput.model_validate(json.loads(completion.text, strict=False))
     assert len({c.latency_s for c in completions}) == 1  # one engine batch
+    # A request with no schema is decoded freely (a plain-text state answer): no grammar, any text.
+    plain = CompletionRequest(messages=requests[0].messages, json_schema=None)
+    free = asyncio.run(backend.acomplete(plain))
+    assert free.completion_tokens > 0 and free.extra["finish_reason"] in ("stop", "length")
     engine_core = backend._llm.llm_engine.engine_core
     asyncio.run(backend.aclose())
     assert backend._llm is None and not engine_core.resources.engine_manager.processes[0].is_alive()

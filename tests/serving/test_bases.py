@@ -235,3 +235,34 @@ def test_smollm2_builds_into_a_folder_transformers_loads(tmp_path):
     assert tokenizer.chat_template
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}], add_generation_prompt=True)
     assert prompt and _leftovers(tmp_path) == []
+
+
+def test_kept_layers_are_renumbered_in_order_and_the_rest_dropped():
+    state = {
+        "model.embed_tokens.weight": "E",
+        "model.norm.weight": "N",
+        **{f"model.layers.{i}.self_attn.q_proj.weight": f"q{i}" for i in range(4)},
+        **{f"model.layers.{i}.mlp.up_proj.weight": f"u{i}" for i in range(4)},
+    }
+    kept = bases._keep_layers(state, (0, 3), 4)
+    assert kept == {
+        "model.embed_tokens.weight": "E",
+        "model.norm.weight": "N",
+        "model.layers.0.self_attn.q_proj.weight": "q0",
+        "model.layers.1.self_attn.q_proj.weight": "q3",
+        "model.layers.0.mlp.up_proj.weight": "u0",
+        "model.layers.1.mlp.up_proj.weight": "u3",
+    }
+
+
+@pytest.mark.parametrize("layers", [(), (0, 4), (1, 1), (-1,)])
+def test_kept_layers_must_be_distinct_indices_of_the_model(layers):
+    with pytest.raises(ConfigError, match="distinct indices below 4"):
+        bases._keep_layers({}, layers, 4)
+
+
+def test_a_shallow_base_is_a_build_of_its_own():
+    full, shallow = BASES["smollm2-135m-instruct"], BASES["smollm2-135m-instruct-6l"]
+    assert shallow.wheels == full.wheels and shallow.gguf_sha256 == full.gguf_sha256
+    assert shallow.sources() == {**full.sources(), "layers": list(shallow.layers or ())}
+    assert full.layers is None and len(shallow.layers or ()) == 6

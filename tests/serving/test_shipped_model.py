@@ -22,6 +22,7 @@ import pytest
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.serving.shipped import (
     SHIPPED_CONTEXT,
+    answer_format,
     prompt_settings,
     recommended_env_kwargs,
     shipped_model_dir,
@@ -56,6 +57,10 @@ def test_env_settings_come_from_the_training_record():
     assert prompt_settings("textworld") == (settings["history_window"], settings["top_k"])
     assert recommended_env_kwargs("textworld")["model"] == "textworld"
     assert prompt_settings("someone-elses-model") == (1, 1)
+    # The answer form it was trained on, JSON where the record names none (models trained before it).
+    assert answer_format("textworld") == settings.get("answer_format", "json")
+    assert recommended_env_kwargs("textworld")["answer_format"] == answer_format("textworld")
+    assert answer_format("someone-elses-model") == "json"
 
 
 def test_shipped_server_serves_as_the_fidelity_was_measured(tmp_path):

@@ -309,3 +309,19 @@ def test_other_episode_demonstrations_show_the_same_task_but_never_the_own_episo
 def test_build_config_rejects_unknown_demonstration_scope():
     with pytest.raises(Exception, match="demonstrations must be"):
         SFTBuildConfig(demonstrations="anywhere")  # type: ignore[arg-type]
+
+
+def test_state_answers_are_the_next_state_alone_with_the_same_prompts(tmp_path):
+    as_json, as_state = tmp_path / "json", tmp_path / "state"
+    build_sft_dataset(_data(), as_json, SFTBuildConfig(top_k=1, eval_fraction=0.3))
+    report = build_sft_dataset(
+        _data(), as_state, SFTBuildConfig(top_k=1, eval_fraction=0.3, answer_format="state")
+    )
+    json_rows, state_rows = _rows(as_json / "train.jsonl"), _rows(as_state / "train.jsonl")
+    assert [r["prompt"] for r in json_rows] == [r["prompt"] for r in state_rows]
+    for j, s in zip(json_rows, state_rows, strict=True):
+        text = s["completion"][0]["content"]
+        assert text == ExperienceOutput.model_validate_json(j["completion"][0]["content"]).next_state
+        assert not text.startswith("{")
+    assert report.settings["answer_format"] == "state"
+    assert SFTBuildConfig(**report.settings).env_config().answer_format == "state"

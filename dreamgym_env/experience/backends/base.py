@@ -32,11 +32,12 @@ class TransitionQuery:
 
 @dataclass(frozen=True)
 class CompletionRequest:
-    """One structured-output chat request.
+    """One chat request, for a structured (JSON) answer or a plain-text one.
 
     Attributes:
         messages: OpenAI-style chat messages.
-        json_schema: The JSON schema the answer must follow (sent as ``response_format``).
+        json_schema: The JSON schema the answer must follow (sent as ``response_format``); ``None``
+            asks for plain text, ended by the model (a next state alone, :attr:`EnvConfig.answer_format`).
         schema_name: Name of the schema in the request.
         seed: Per-request sampling seed, derived from the env's RNG so seeded runs repeat.
         query: Structured facts for non-LLM backends; ``None`` for requests that are not transitions
@@ -50,7 +51,7 @@ class CompletionRequest:
     """
 
     messages: list[dict[str, str]]
-    json_schema: dict[str, Any]
+    json_schema: dict[str, Any] | None
     schema_name: str = "transition"
     seed: int | None = None
     query: TransitionQuery | None = None

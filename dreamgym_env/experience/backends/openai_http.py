@@ -191,11 +191,12 @@ class OpenAIBackend(Backend):
             "temperature": cfg.temperature if request.temperature is None else request.temperature,
             "top_p": cfg.top_p,
             "max_tokens": cfg.max_tokens,
-            "response_format": {
+        }
+        if request.json_schema is not None:
+            kwargs["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": request.schema_name, "schema": request.json_schema, "strict": True},
-            },
-        }
+            }
         if cfg.send_seed and request.seed is not None:
             kwargs["seed"] = request.seed
         if cfg.extra_body:

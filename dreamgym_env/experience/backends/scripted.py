@@ -138,12 +138,14 @@ class ScriptedBackend(Backend):
             raise BackendError(
                 f"ScriptedBackend ran out of scripted answers after {self.requests_received - 1}."
             )
-        return Completion(text=_to_text(answer), latency_s=self.latency_s, endpoint="scripted")
+        text = _to_text(answer, plain=request.json_schema is None)
+        return Completion(text=text, latency_s=self.latency_s, endpoint="scripted")
 
 
-def _to_text(answer: Answer) -> str:
-    if isinstance(answer, ExperienceOutput):
-        return answer.model_dump_json()
+def _to_text(answer: Answer, *, plain: bool = False) -> str:
+    """The completion's text; ``plain`` (a request with no schema) takes a structured answer's next state alone."""
     if isinstance(answer, dict):
-        return json.dumps(answer)
+        return str(answer.get("next_state", "")) if plain else json.dumps(answer)
+    if isinstance(answer, ExperienceOutput):
+        return answer.next_state if plain else answer.model_dump_json()
     return answer

@@ -164,7 +164,9 @@ class VLLMEngineBackend(Backend):
                     top_p=self.top_p,
                     max_tokens=self.max_tokens,
                     seed=r.seed if self.send_seed else None,
-                    structured_outputs=StructuredOutputsParams(json=r.json_schema),
+                    structured_outputs=None
+                    if r.json_schema is None
+                    else StructuredOutputsParams(json=r.json_schema),
                 )
                 for r in requests
             ]
