@@ -74,8 +74,11 @@ def one_run(work: Any, envs: int, steps: int, seed: int) -> dict[str, float]:
     }
 
 
-def mask_cost(work: Any, answers: int = 64) -> dict[str, float]:
-    """Microseconds of xgrammar's mask per generated token, on real answers of the offline data."""
+def mask_cost(work: Any, answers: int = 64) -> dict[str, float] | None:
+    """Microseconds of xgrammar's mask per generated token, on real answers of the offline data.
+
+    ``None`` where the env sends no schema (plain-text state answers: no grammar, no mask).
+    """
     import gymnasium as gym
     import torch
     import xgrammar as xgr
@@ -88,6 +91,8 @@ def mask_cost(work: Any, answers: int = 64) -> dict[str, float]:
     env = gym.make("DreamGym/TextWorld-v0", tasks=tasks_from_games(work.games), **work.sim_kwargs).unwrapped
     schema, domain = env.experience_model.json_schema, env.domain  # type: ignore[attr-defined]
     env.close()
+    if schema is None:
+        return None
     tokenizer = AutoTokenizer.from_pretrained(shipped_model_dir("textworld"))
     info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=len(tokenizer))
     started = time.perf_counter()
@@ -159,7 +164,7 @@ def main() -> None:
         write_json(args.out, result)
 
 
-def print_table(rows: dict[str, Any], masks: dict[str, float]) -> None:
+def print_table(rows: dict[str, Any], masks: dict[str, float] | None) -> None:
     """The breakdown as a markdown table, medians of the repeats."""
     columns = [
         ("steps/s", "steps_per_s", "{:.2f}"),
@@ -183,6 +188,9 @@ def print_table(rows: dict[str, Any], masks: dict[str, float]) -> None:
     print("|---:|" + "---:|" * len(columns))
     for envs, row in rows.items():
         print(f"| {envs} | " + " | ".join(fmt.format(row[key]["median"]) for _, key, fmt in columns) + " |")
+    if masks is None:
+        print("\nstructured output: none (plain-text answers, no grammar)")
+        return
     print(
         f"\nstructured output (xgrammar): {masks['us_per_token']:.0f} us a generated token "
         f"({masks['tokens']} tokens), schema compiled in {masks['compile_ms']:.0f} ms"
