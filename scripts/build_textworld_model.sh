@@ -16,24 +16,26 @@
 #      with `dreamgym eval-fidelity` (served by vLLM, the adapter merged into the base) on three splits.
 #
 # Usage: scripts/build_textworld_model.sh    (see docs/experience_model.md for the time; OUT=runs/textworld_model)
-# Knobs (environment): OUT BASE STEPS STOP_AT BATCH TRAIN_GAMES HELDOUT_GAMES EPISODES SAVE_STEPS SITTING_SECONDS
-#   SKIP_EVAL PYTHON; BASE=scratch or BASE=gemma3-270m score a comparison row instead of shipping
+# Knobs (environment): OUT BASE ANSWER_FORMAT STEPS STOP_AT BATCH TRAIN_GAMES HELDOUT_GAMES EPISODES SAVE_STEPS
+#   SITTING_SECONDS SKIP_EVAL PYTHON; BASE=scratch, gemma3-270m or smollm2-135m-instruct-6l score a
+#   comparison row instead of shipping
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=${OUT:-runs/textworld_model}
-SHIPPED_BASE=smollm2-135m-instruct-6l
-# A PyPI-built base (LoRA): the shipped six-layer SmolLM2, the whole 30-layer one
-# (smollm2-135m-instruct), gemma3-270m; or "scratch" (a small Llama from scratch).
+SHIPPED_BASE=smollm2-135m-instruct
+# A PyPI-built base (LoRA): SmolLM2-135M (shipped), six of its 30 layers (smollm2-135m-instruct-6l),
+# gemma3-270m; or "scratch" (a small Llama from scratch).
 BASE=${BASE:-$SHIPPED_BASE}
-# What the model answers: the next state alone ("state", shipped) or the JSON transition ("json").
-ANSWER_FORMAT=${ANSWER_FORMAT:-state}
+# What the model answers: the JSON transition ("json", shipped) or the next state alone ("state").
+if [ "$BASE" = smollm2-135m-instruct-6l ]; then ANSWER_FORMAT=${ANSWER_FORMAT:-state}; fi
+ANSWER_FORMAT=${ANSWER_FORMAT:-json}
 if [ "$BASE" = scratch ]; then
     STEPS=${STEPS:-2400}; STOP_AT=${STOP_AT:-$STEPS}; BATCH=${BATCH:-16}; MODEL_DIR="$OUT/model"
     TRAIN=(--from-scratch --lr 2e-3 --max-length 1536 --save-steps "${SAVE_STEPS:-100}"
         --hidden-size 256 --heads 8 --kv-heads 4 --layers 4 --intermediate-size 688 --vocab-size 4096)
-elif [ "$BASE" = "$SHIPPED_BASE" ]; then
-    # Six of SmolLM2's 30 layers: a LoRA of rank 64 heals the cut (and costs a fifth a step).
+elif [ "$BASE" = smollm2-135m-instruct-6l ]; then
+    # Six of SmolLM2's 30 layers: a LoRA of rank 64 to heal the cut (a step costs about a quarter).
     STEPS=${STEPS:-1000}; STOP_AT=${STOP_AT:-$STEPS}; BATCH=${BATCH:-8}; MODEL_DIR="$OUT/$BASE"
     TRAIN=(--base-model "$BASE" --lora --lora-r 64 --lora-alpha 128 --lr 1e-3 --max-length 1024
         --save-steps "${SAVE_STEPS:-25}")
@@ -68,7 +70,7 @@ fi
 
 stamp "2/4 SFT data"
 # The prompts do not depend on the answer format, so evaluation reads the split from $OUT/sft either way.
-SFT="$OUT/sft"; [ "$ANSWER_FORMAT" = state ] || SFT="$OUT/sft-$ANSWER_FORMAT"
+SFT="$OUT/sft"; [ "$ANSWER_FORMAT" = json ] || SFT="$OUT/sft-$ANSWER_FORMAT"
 [ -f "$SFT/manifest.json" ] || "${DREAMGYM[@]}" build-sft --buffer "$OUT/buffer.sqlite" --out "$SFT" --history-window "$HISTORY_WINDOW" \
     --top-k "$TOP_K" --heldout-tasks "$OUT/heldout_tasks.txt" --eval-episodes-per-task 1 \
     --demonstrations other_episodes --prompt-style compact --answer-format "$ANSWER_FORMAT" --seed "$SEED"
