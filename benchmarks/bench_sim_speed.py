@@ -28,6 +28,8 @@ warnings.filterwarnings("ignore")
 
 from _textworld_sim import add_workload_args, play_sim, workload  # noqa: E402 - imports the package
 
+from dreamgym_env.serving.shipped import shipped_model_dir, weights_checksum  # noqa: E402
+
 
 def play_real(games: list[str], envs: int, steps: int, seed: int) -> tuple[int, float]:
     """Steps taken and seconds spent by ``envs`` real episodes stepped in turn (resets not timed)."""
@@ -61,6 +63,8 @@ def main() -> None:
 
     real_rates, sim_rates = [], []
     answered: Counter[str] = Counter()
+    # The model measured: the packaged one this run serves (unknown behind --base-url).
+    served = None if args.base_url else weights_checksum(shipped_model_dir("textworld"))
     with workload(args, args.steps + 1) as work:
         play_sim(work, args.envs, 1, args.seed)  # warm-up: compile, caches
         for repeat in range(args.repeats):
@@ -83,6 +87,7 @@ def main() -> None:
         "simulated_steps_per_s": median_range(sim_rates, count=False),
         "real_steps_per_s": median_range(real_rates, count=False),
         "simulated_steps_answered_by": dict(answered),
+        "weights_sha256": served,
         "envs": args.envs,
         "steps_per_env": args.steps,
         "repeats": args.repeats,
