@@ -33,6 +33,7 @@ __all__ = [
     "SHIPPED_CONTEXT",
     "SHIPPED_MAX_TOKENS",
     "SHIPPED_MODELS",
+    "SHIPPED_STATE_MAX_TOKENS",
     "answer_format",
     "prompt_settings",
     "prompt_style",
@@ -156,13 +157,14 @@ def recommended_env_kwargs(name: str) -> dict[str, Any]:
     rules give, and its fidelity is measured that way; sampling only adds errors.
     """
     window, top_k = prompt_settings(name)
+    answers = answer_format(name)
     return {
         "model": name,
         "history_window": window,
         "top_k": top_k,
         "prompt_style": prompt_style(name),
-        "answer_format": answer_format(name),
-        "max_tokens": SHIPPED_MAX_TOKENS,
+        "answer_format": answers,
+        "max_tokens": SHIPPED_MAX_TOKENS if answers == "json" else SHIPPED_STATE_MAX_TOKENS,
         "temperature": 0.0,
     }
 
@@ -170,6 +172,11 @@ def recommended_env_kwargs(name: str) -> dict[str, Any]:
 SHIPPED_MAX_TOKENS = 256
 """Answer budget for a shipped model: its answers (the changed lines of a state) are under 100 tokens, so
 this leaves room, while an answer that runs on is cut before it holds a batch up for long."""
+
+SHIPPED_STATE_MAX_TOKENS = 96
+"""Answer budget for a shipped model that answers plain states: the longest real TextWorld answer is 60
+tokens, and an answer that never ends holds every request of its vector step for as many iterations
+(docs/scaling.md, "Levers")."""
 
 SHIPPED_CONTEXT = 2048
 """Context window a shipped model is served with (its position embeddings' length)."""

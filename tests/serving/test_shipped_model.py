@@ -63,6 +63,17 @@ def test_env_settings_come_from_the_training_record():
     assert answer_format("someone-elses-model") == "json"
 
 
+def test_a_shipped_model_answering_plain_states_gets_a_shorter_answer_budget(monkeypatch):
+    from dreamgym_env.serving import shipped
+
+    record = {"env_settings": {"top_k": 1, "history_window": 0, "answer_format": "state"}}
+    monkeypatch.setattr(shipped, "_training_record", lambda name: record)
+    kwargs = recommended_env_kwargs("textworld")
+    assert kwargs["answer_format"] == "state" and kwargs["max_tokens"] == shipped.SHIPPED_STATE_MAX_TOKENS
+    record["env_settings"]["answer_format"] = "json"
+    assert recommended_env_kwargs("textworld")["max_tokens"] == shipped.SHIPPED_MAX_TOKENS
+
+
 def test_shipped_server_serves_as_the_fidelity_was_measured(tmp_path):
     from dreamgym_env.serving import SMOKE_SERVER_ARGS, cpu_dtype
 
