@@ -158,10 +158,10 @@ def evaluate(
     from dreamgym_env.serving.shipped import servable_folder, shipped_server
 
     metrics: dict[str, Any] = {}
-    extra = ["--limit", str(limit)] if limit else []
     # What the scored model answers, from its own training record (the split's data may be in another form).
     training = json.loads((dest / "dreamgym_training.json").read_text(encoding="utf-8"))
-    extra += ["--answer-format", (training.get("env_settings") or {}).get("answer_format") or "json"]
+    answers = ["--answer-format", (training.get("env_settings") or {}).get("answer_format") or "json"]
+    extra = [*(["--limit", str(limit)] if limit else []), *answers]
     folder = servable_folder(dest, "textworld")
     with shipped_server(
         folder, "textworld", log_path=run / "vllm-textworld.log", extra_args=server_args
@@ -187,7 +187,7 @@ def evaluate(
             )
         split, label = UNSEEN
         games = build_suite(run / "unseen", train_games=UNSEEN_GAMES, heldout_games=0, seed=UNSEEN_SEED)
-        sources = ["--games", games.root, "--buffer", str(run / "buffer.sqlite"), *extra[-2:]]
+        sources = ["--games", games.root, "--buffer", str(run / "buffer.sqlite"), *answers]
         metrics[split] = _score(main, server.base_url, run / f"{results}-{split}", sources, label)
     return metrics
 

@@ -428,9 +428,9 @@ def _parse_state(text: str, config: EnvConfig) -> tuple[ExperienceOutput | None,
     state = str(_strip_controls(text)).strip()
     if not state:
         return None, "the answer is empty"
-    if len(state) > config.max_state_chars:
-        return None, f"next_state has {len(state)} characters, over max_state_chars={config.max_state_chars}"
-    return ExperienceOutput(reasoning="", next_state=state, done=False, success=False), ""
+    output = ExperienceOutput(reasoning="", next_state=state, done=False, success=False)
+    too_long = _over_caps(output, config)
+    return (None, too_long) if too_long else (output, "")
 
 
 def _over_caps(output: ExperienceOutput, config: EnvConfig) -> str:

@@ -393,10 +393,12 @@ def _train(config: TrainConfig, torch: Any, transformers: Any, trl: Any, dataset
         "result": asdict(result),
         "config": {**asdict(config), "learning_rate": config.lr},
         "env_settings": {
-            k: settings.get(k)
-            for k in ("domain", "history_window", "top_k", "max_admissible_actions", "prompt_style")
-        }
-        | {"answer_format": settings.get("answer_format", "json")},
+            **{
+                k: settings.get(k)
+                for k in ("domain", "history_window", "top_k", "max_admissible_actions", "prompt_style")
+            },
+            "answer_format": settings.get("answer_format", "json"),  # data built before it: JSON
+        },
         "eval_tasks": manifest.eval_tasks,
         "lora_adapter": served_as_adapter,
         "sittings": sittings,
