@@ -69,7 +69,7 @@ if [ ! -f "$OUT/buffer.sqlite" ]; then
 fi
 
 stamp "2/4 SFT data"
-# The prompts do not depend on the answer format, so evaluation reads the split from $OUT/sft either way.
+# One folder per answer format; scoring reads the scored model's own (the held-out split is the same in each).
 SFT="$OUT/sft"; [ "$ANSWER_FORMAT" = json ] || SFT="$OUT/sft-$ANSWER_FORMAT"
 [ -f "$SFT/manifest.json" ] || "${DREAMGYM[@]}" build-sft --buffer "$OUT/buffer.sqlite" --out "$SFT" --history-window "$HISTORY_WINDOW" \
     --top-k "$TOP_K" --heldout-tasks "$OUT/heldout_tasks.txt" --eval-episodes-per-task 1 \

@@ -78,12 +78,13 @@ def package(run: Path, dest: Path, model: Path) -> dict[str, Any]:
         save_file(tensors, str(dest / "model.safetensors"), metadata={"format": "pt"})
         (dest / "model.safetensors").chmod(0o644)
     training = json.loads((model / "dreamgym_training.json").read_text(encoding="utf-8"))
-    training["config"]["data_dir"] = "<run>/sft"
+    answer_format = _answer_format(training)
+    training["config"]["data_dir"] = f"<run>/{_sft_folder(run, answer_format).name}"
     training["config"]["output_dir"] = f"<run>/{model.name}"
     training["result"]["output_dir"] = f"<run>/{model.name}"
     training["result"]["serve_hint"] = "dreamgym serve --model textworld"
     (dest / "dreamgym_training.json").write_text(json.dumps(training, indent=1) + "\n", encoding="utf-8")
-    sft = json.loads((run / "sft" / "manifest.json").read_text(encoding="utf-8"))
+    sft = json.loads((_sft_folder(run, answer_format) / "manifest.json").read_text(encoding="utf-8"))
     suite = json.loads((run / "suite" / "suite.json").read_text(encoding="utf-8"))
     manifest = {
         "name": "textworld",
@@ -160,7 +161,8 @@ def evaluate(
     metrics: dict[str, Any] = {}
     # What the scored model answers, from its own training record (the split's data may be in another form).
     training = json.loads((dest / "dreamgym_training.json").read_text(encoding="utf-8"))
-    answers = ["--answer-format", (training.get("env_settings") or {}).get("answer_format") or "json"]
+    answer_format = _answer_format(training)
+    answers = ["--answer-format", answer_format]
     extra = [*(["--limit", str(limit)] if limit else []), *answers]
     folder = servable_folder(dest, "textworld")
     with shipped_server(
@@ -172,7 +174,7 @@ def evaluate(
                 "--buffer",
                 str(run / "buffer.sqlite"),
                 "--data",
-                str(run / "sft"),
+                str(_sft_folder(run, answer_format)),
                 "--split",
                 split,
                 *extra,
@@ -190,6 +192,20 @@ def evaluate(
         sources = ["--games", games.root, "--buffer", str(run / "buffer.sqlite"), *answers]
         metrics[split] = _score(main, server.base_url, run / f"{results}-{split}", sources, label)
     return metrics
+
+
+def _answer_format(training: dict[str, Any]) -> str:
+    """The answer format a model was trained on, from its training record (``json`` before the record had one)."""
+    return str((training.get("env_settings") or {}).get("answer_format") or "json")
+
+
+def _sft_folder(run: Path, answer_format: str) -> Path:
+    """The build's SFT data for ``answer_format``, named as ``build_textworld_model.sh`` names it.
+
+    Evaluation re-renders the expected answers in the scored model's format, so any format's split
+    serves; the model's own is the one a build is sure to have made.
+    """
+    return run / ("sft" if answer_format == "json" else f"sft-{answer_format}")
 
 
 def _score(
