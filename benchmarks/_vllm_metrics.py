@@ -24,6 +24,9 @@ SERIES: dict[str, str] = {
     "prefix_cache_hits": "vllm:prefix_cache_hits_total",
     "generation_tokens": "vllm:generation_tokens_total",
     "iterations": "vllm:iteration_tokens_total_count",
+    # speculative decoding (zero without it): tokens proposed and tokens the model confirmed
+    "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+    "accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
 }
 
 # Requests to the local server never go through a proxy.

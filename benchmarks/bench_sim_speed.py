@@ -5,7 +5,8 @@ Plays ``--envs`` episodes side by side for ``--steps`` steps each, with random a
 another, as a Gymnasium sync vector env does) and in the simulator (``DreamGym/TextWorld-v0`` as one
 concurrent vector env, the shipped experience model served by vLLM's OpenAI server). Prints each
 repeat, then the median and min-max of both figures and their ratio (simulated / real), and writes
-them as JSON.
+them as JSON, with what each repeat's requests cost the server (vLLM's ``/metrics``: answer lengths,
+engine iterations per vector step, the share of speculated tokens kept).
 
     python benchmarks/bench_sim_speed.py --envs 64 --steps 8 --repeats 3 --out docs/results/sim_speed.json
     python benchmarks/bench_sim_speed.py --base-url http://127.0.0.1:8000/v1   # a server already running
@@ -27,6 +28,7 @@ from _harness import arg_parser, git_commit, median_range, write_json
 warnings.filterwarnings("ignore")
 
 from _textworld_sim import add_workload_args, play_sim, workload  # noqa: E402 - imports the package
+from _vllm_metrics import metrics_delta, read_metrics  # noqa: E402
 
 from dreamgym_env.serving.shipped import shipped_model_dir, weights_checksum  # noqa: E402
 
@@ -52,6 +54,21 @@ def play_real(games: list[str], envs: int, steps: int, seed: int) -> tuple[int, 
     return taken, seconds
 
 
+def server_summary(delta: dict[str, float], vector_steps: int) -> dict[str, float]:
+    """What one repeat's requests cost the server: answer lengths, engine iterations, speculation.
+
+    A vector step waits for its longest answer, so iterations per vector step (not tokens) is what the
+    simulated steps/s follows; ``accepted_share`` is the share of speculated tokens the model kept.
+    """
+    requests = max(delta["requests"], 1.0)
+    return {
+        "requests": delta["requests"],
+        "generated_tokens_per_request": round(delta["generation_tokens"] / requests, 1),
+        "iterations_per_vector_step": round(delta["iterations"] / vector_steps, 1),
+        "accepted_share": round(delta["accepted_tokens"] / max(delta["draft_tokens"], 1.0), 3),
+    }
+
+
 def main() -> None:
     parser = arg_parser(__doc__)
     parser.add_argument("--envs", type=int, default=64)
@@ -62,6 +79,7 @@ def main() -> None:
     args = parser.parse_args()
 
     real_rates, sim_rates = [], []
+    servers: list[dict[str, float]] = []
     answered: Counter[str] = Counter()
     # The model measured: the packaged one this run serves (unknown behind --base-url).
     served = None if args.base_url else weights_checksum(shipped_model_dir("textworld"))
@@ -70,14 +88,16 @@ def main() -> None:
         for repeat in range(args.repeats):
             seed = args.seed + 1000 * repeat
             r_steps, r_secs = play_real(work.games, args.envs, args.steps, seed)
+            before = read_metrics(args.base_url)
             sim = play_sim(work, args.envs, args.steps, seed)
+            servers.append(server_summary(metrics_delta(before, read_metrics(args.base_url)), args.steps))
             answered += sim.answered_by
             real_rates.append(r_steps / r_secs)
             sim_rates.append(sim.steps / sim.seconds)
             print(
                 f"repeat {repeat}: real {real_rates[-1]:.1f} steps/s ({r_steps} in {r_secs:.1f}s), "
                 f"simulated {sim_rates[-1]:.1f} steps/s ({sim.steps} in {sim.seconds:.1f}s; "
-                f"answered by {dict(sim.answered_by)})",
+                f"answered by {dict(sim.answered_by)}; server {servers[-1]})",
                 flush=True,
             )
     ratios = [s / r for s, r in zip(sim_rates, real_rates, strict=True)]
@@ -87,6 +107,7 @@ def main() -> None:
         "simulated_steps_per_s": median_range(sim_rates, count=False),
         "real_steps_per_s": median_range(real_rates, count=False),
         "simulated_steps_answered_by": dict(answered),
+        "server_per_repeat": servers,
         "weights_sha256": served,
         "envs": args.envs,
         "steps_per_env": args.steps,
