@@ -29,7 +29,12 @@ from typing import Any
 
 from dreamgym_env.real.textworld_suite import build_suite
 from dreamgym_env.serving import cpu_dtype
-from dreamgym_env.serving.shipped import SHIPPED_MAX_TOKENS, weights_checksum, write_demonstrations
+from dreamgym_env.serving.shipped import (
+    SHIPPED_MAX_TOKENS,
+    recorded_answer_format,
+    weights_checksum,
+    write_demonstrations,
+)
 
 FILES = (
     "config.json",
@@ -78,7 +83,7 @@ def package(run: Path, dest: Path, model: Path) -> dict[str, Any]:
         save_file(tensors, str(dest / "model.safetensors"), metadata={"format": "pt"})
         (dest / "model.safetensors").chmod(0o644)
     training = json.loads((model / "dreamgym_training.json").read_text(encoding="utf-8"))
-    answer_format = _answer_format(training)
+    answer_format = recorded_answer_format(training)
     training["config"]["data_dir"] = f"<run>/{_sft_folder(run, answer_format).name}"
     training["config"]["output_dir"] = f"<run>/{model.name}"
     training["result"]["output_dir"] = f"<run>/{model.name}"
@@ -159,9 +164,9 @@ def evaluate(
     from dreamgym_env.serving.shipped import servable_folder, shipped_server
 
     metrics: dict[str, Any] = {}
-    # What the scored model answers, from its own training record (the split's data may be in another form).
+    # What the scored model answers, from its own training record; its split is read from that format's data.
     training = json.loads((dest / "dreamgym_training.json").read_text(encoding="utf-8"))
-    answer_format = _answer_format(training)
+    answer_format = recorded_answer_format(training)
     answers = ["--answer-format", answer_format]
     extra = [*(["--limit", str(limit)] if limit else []), *answers]
     folder = servable_folder(dest, "textworld")
@@ -192,11 +197,6 @@ def evaluate(
         sources = ["--games", games.root, "--buffer", str(run / "buffer.sqlite"), *answers]
         metrics[split] = _score(main, server.base_url, run / f"{results}-{split}", sources, label)
     return metrics
-
-
-def _answer_format(training: dict[str, Any]) -> str:
-    """The answer format a model was trained on, from its training record (``json`` before the record had one)."""
-    return str((training.get("env_settings") or {}).get("answer_format") or "json")
 
 
 def _sft_folder(run: Path, answer_format: str) -> Path:

@@ -146,7 +146,12 @@ def answer_format(model: str | None) -> AnswerFormat:
     """The ``answer_format`` a shipped model was trained with (``"json"`` for any other model)."""
     if model not in SHIPPED_MODELS:
         return "json"
-    settings = _training_record(model).get("env_settings") or {}
+    return recorded_answer_format(_training_record(model))
+
+
+def recorded_answer_format(training: dict[str, Any]) -> AnswerFormat:
+    """The ``answer_format`` a training record (``dreamgym_training.json``) names; ``"json"`` before records had one."""
+    settings = training.get("env_settings") or {}
     return "state" if settings.get("answer_format") == "state" else "json"
 
 
