@@ -24,6 +24,10 @@ from dreamgym_env.experience.backends.base import Backend, Completion, Completio
 
 __all__ = ["VLLMEngineBackend"]
 
+ENGINE_SHUTDOWN_TIMEOUT_S = 30.0
+"""How long a closed engine gets to finish on its own before vLLM kills it (vLLM's default is 5 s, which
+an engine on a loaded CPU can outlast)."""
+
 
 @dataclass
 class _Pending:
@@ -135,8 +139,15 @@ class VLLMEngineBackend(Backend):
     def _shutdown(self) -> None:
         with self._engine_lock:
             llm, self._llm = self._llm, None
-        if llm is not None:
-            llm.llm_engine.engine_core.shutdown()
+        if llm is None:
+            return
+        core = llm.llm_engine.engine_core
+        core.shutdown(timeout=ENGINE_SHUTDOWN_TIMEOUT_S)
+        # vLLM kills an engine that outlives the timeout without waiting for it to go: reap it here, so
+        # the engine's memory and cores are free when this returns.
+        manager = getattr(getattr(core, "resources", None), "engine_manager", None)
+        for process in getattr(manager, "processes", ()):
+            process.join(ENGINE_SHUTDOWN_TIMEOUT_S)
 
     def _engine(self) -> Any:
         if self._llm is None:
