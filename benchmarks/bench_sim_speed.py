@@ -55,14 +55,17 @@ def play_real(games: list[str], envs: int, steps: int, seed: int) -> tuple[int, 
 
 
 def server_summary(delta: dict[str, float], vector_steps: int) -> dict[str, float]:
-    """What one repeat's requests cost the server: answer lengths, engine iterations, speculation.
+    """What one repeat's requests cost the server: prompt and answer lengths, engine iterations, speculation.
 
     A vector step waits for its longest answer, so iterations per vector step (not tokens) is what the
-    simulated steps/s follows; ``accepted_share`` is the share of speculated tokens the model kept.
+    simulated steps/s follows; ``prefix_hit_share`` is the share of prompt tokens served from the prefix
+    cache (the rest is prefill), ``accepted_share`` the share of speculated tokens the model kept.
     """
     requests = max(delta["requests"], 1.0)
     return {
         "requests": delta["requests"],
+        "prompt_tokens_per_request": round(delta["prompt_tokens"] / requests, 1),
+        "prefix_hit_share": round(delta["prefix_cache_hits"] / max(delta["prefix_cache_queries"], 1.0), 3),
         "generated_tokens_per_request": round(delta["generation_tokens"] / requests, 1),
         "iterations_per_vector_step": round(delta["iterations"] / vector_steps, 1),
         "accepted_share": round(delta["accepted_tokens"] / max(delta["draft_tokens"], 1.0), 3),

@@ -31,6 +31,7 @@ from dreamgym_env.real.textworld_suite import build_suite
 from dreamgym_env.serving import cpu_dtype
 from dreamgym_env.serving.shipped import (
     SHIPPED_MAX_TOKENS,
+    SHIPPED_STATE_MAX_TOKENS,
     recorded_answer_format,
     weights_checksum,
     write_demonstrations,
@@ -167,7 +168,9 @@ def evaluate(
     # What the scored model answers, from its own training record; its split is read from that format's data.
     training = json.loads((dest / "dreamgym_training.json").read_text(encoding="utf-8"))
     answer_format = recorded_answer_format(training)
-    answers = ["--answer-format", answer_format]
+    # The answer budget it is played with (recommended_env_kwargs), so a long answer is cut as in play.
+    budget = SHIPPED_MAX_TOKENS if answer_format == "json" else SHIPPED_STATE_MAX_TOKENS
+    answers = ["--answer-format", answer_format, "--max-tokens", str(budget)]
     extra = [*(["--limit", str(limit)] if limit else []), *answers]
     folder = servable_folder(dest, "textworld")
     with shipped_server(
@@ -220,7 +223,7 @@ def _score(
     args = ["eval-fidelity", *sources, "--out", str(out)]
     if main([*args, "--baseline", "repeat-state", "--baseline", "nearest-transition"]) != 0:
         sys.exit(f"baselines failed on {label}")
-    served = ["--base-url", base_url, "--model", "textworld", "--max-tokens", str(SHIPPED_MAX_TOKENS)]
+    served = ["--base-url", base_url, "--model", "textworld"]
     if main([*args, *served, "--timeout", "600", "--concurrency", "16"]) != 0:
         sys.exit(f"model evaluation failed on {label}")
     if replays:  # the same steps with the model answering every one, the recorded ones too

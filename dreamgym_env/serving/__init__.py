@@ -6,6 +6,7 @@ this package is light; torch, transformers and vLLM load only when a model is bu
 
 from dreamgym_env.serving.tiny_model import build_tiny_model, default_smoke_model_dir
 from dreamgym_env.serving.vllm_server import (
+    PREFIX_BLOCK_SIZE,
     SMOKE_MODEL_NAME,
     SMOKE_SERVER_ARGS,
     VLLMServer,
@@ -16,6 +17,7 @@ from dreamgym_env.serving.vllm_server import (
 )
 
 __all__ = [
+    "PREFIX_BLOCK_SIZE",
     "SMOKE_MODEL_NAME",
     "SMOKE_SERVER_ARGS",
     "VLLMServer",

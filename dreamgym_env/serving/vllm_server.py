@@ -35,6 +35,7 @@ from types import TracebackType
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, ServerStartError
 
 __all__ = [
+    "PREFIX_BLOCK_SIZE",
     "SMALL_MACHINE_CPUS",
     "SMOKE_MODEL_NAME",
     "SMOKE_SERVER_ARGS",
@@ -74,6 +75,12 @@ _DEFAULT_ENV = {
 #: took the shipped model from 8 to 13 simulated steps/s at 64 envs (docs/scaling.md, "Levers").
 SMALL_MACHINE_CPUS = 8
 
+#: KV-cache block size a server gets by default, in tokens. vLLM's prefix cache reuses whole blocks
+#: only, and its CPU build defaults to 128: two prompts that share 120 tokens share none. 32 is the
+#: smallest block the CPU attention kernels take (GPU ones take it too); it raised the share of prompt
+#: tokens served from the cache and the simulated steps/s at 64 envs (docs/scaling.md, "Levers").
+PREFIX_BLOCK_SIZE = 32
+
 _LOG_TAIL_CHARS = 4000
 _HEALTH_POLL_SECONDS = 0.5
 # urllib honours http_proxy; requests to the local server must never go through a proxy.
@@ -109,6 +116,23 @@ def _thread_binding_env() -> dict[str, str]:
     return {"VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, cpus)), "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
 
 
+def _single_process_engine_env() -> dict[str, str]:
+    """Let a server's engine run the model in its own process on a small machine (:data:`SMALL_MACHINE_CPUS`).
+
+    vLLM's CPU build otherwise hands every engine step to a separate worker process, and the two wait
+    for each other by spinning (``sched_yield`` loops on shared memory): on two cores the waiting engine
+    takes CPU from the model's threads. With ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` the server still runs
+    its engine in a process of its own, but that process computes the steps itself (vLLM's ``uni``
+    executor). Only for the server: the in-process engine would then run inside the caller's process.
+    Empty where the machine is larger or the process environment already chooses.
+    """
+    if "VLLM_ENABLE_V1_MULTIPROCESSING" in os.environ or not hasattr(os, "sched_getaffinity"):
+        return {}
+    if len(os.sched_getaffinity(0)) >= SMALL_MACHINE_CPUS:
+        return {}
+    return {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+
+
 def default_engine_env() -> dict[str, str]:
     """The environment this package runs a vLLM engine with, as a server or in-process.
 
@@ -141,6 +165,8 @@ class VLLMServer:
         dtype: Weight dtype (``float32`` on CPUs; ``auto`` on GPUs).
         enforce_eager: Skip graph capture and compilation: on a CPU, startup drops from about
             80-100 s to about 40 s.
+        block_size: KV-cache block size in tokens (:data:`PREFIX_BLOCK_SIZE`, the prefix cache's
+            granularity); ``None`` keeps vLLM's default for the device.
         generation_config: ``"vllm"`` ignores a ``generation_config.json`` saved with the model, so
             request parameters keep vLLM's defaults; ``"auto"`` uses the model's file.
         extra_args: More CLI arguments, passed as they are (e.g. ``["--enable-prompt-tokens-details"]``,
@@ -163,6 +189,7 @@ class VLLMServer:
         max_model_len: int = 4096,
         dtype: str = "float32",
         enforce_eager: bool = True,
+        block_size: int | None = PREFIX_BLOCK_SIZE,
         generation_config: str = "vllm",
         extra_args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
@@ -172,6 +199,8 @@ class VLLMServer:
     ) -> None:
         if startup_timeout <= 0:
             raise ConfigError(f"startup_timeout must be positive, got {startup_timeout}.")
+        if block_size is not None and block_size <= 0:
+            raise ConfigError(f"block_size must be a positive number of tokens or None, got {block_size}.")
         if isinstance(extra_args, str):
             raise ConfigError("extra_args must be a list of arguments, e.g. ['--seed', '0'], not a string.")
         self.model = served_model_name or str(model)
@@ -181,6 +210,7 @@ class VLLMServer:
         self.max_model_len = max_model_len
         self.dtype = dtype
         self.enforce_eager = enforce_eager
+        self.block_size = block_size
         self.generation_config = generation_config
         self.extra_args = list(extra_args)
         self.startup_timeout = startup_timeout
@@ -242,6 +272,8 @@ class VLLMServer:
             "--dtype", self.dtype,
             "--generation-config", self.generation_config,
         ]  # fmt: skip
+        if self.block_size is not None:
+            cmd += ["--block-size", str(self.block_size)]
         if self.enforce_eager:
             cmd.append("--enforce-eager")
         return cmd + self.extra_args
@@ -251,6 +283,7 @@ class VLLMServer:
         """The environment the server process gets."""
         env = dict(os.environ)
         env.update(default_engine_env())
+        env.update(_single_process_engine_env())
         env["VLLM_CACHE_ROOT"] = str(self._workdir / "cache")
         # Intel's OpenMP runtime, shipped in the venv by vLLM's CPU build, is faster than GNU's.
         iomp = Path(self.python).resolve().parent.parent / "lib" / "libiomp5.so"

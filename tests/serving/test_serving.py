@@ -21,7 +21,15 @@ import pytest
 
 from dreamgym_env.errors import ConfigError, ServerStartError
 from dreamgym_env.experience.schema import ExperienceOutput, output_json_schema
-from dreamgym_env.serving import VLLMServer, build_tiny_model, cpu_dtype, default_smoke_model_dir, tiny_model
+from dreamgym_env.serving import (
+    PREFIX_BLOCK_SIZE,
+    VLLMServer,
+    build_tiny_model,
+    cpu_dtype,
+    default_engine_env,
+    default_smoke_model_dir,
+    tiny_model,
+)
 from dreamgym_env.serving.tiny_model import MARKER_FILE, SmokeModelSpec, is_complete
 from tests._grammar import answer_token_bound
 
@@ -160,6 +168,8 @@ def test_server_command_and_environment(tmp_path):
     assert flags["--port"] == "8123" and flags["--max-model-len"] == "2048" and flags["--host"] == "127.0.0.1"
     assert flags["--generation-config"] == "vllm" and flags["--dtype"] == "float32"
     assert "--enforce-eager" in cmd and cmd[-1] == "--enable-lora"
+    assert cmd[cmd.index("--block-size") + 1] == str(PREFIX_BLOCK_SIZE)  # the prefix cache's granularity
+    assert "--block-size" not in VLLMServer("m", port=1, block_size=None).command  # vLLM's own default
     env = server.environment
     assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_NO_USAGE_STATS"] == "1"
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "4"  # caller's override wins
@@ -167,13 +177,23 @@ def test_server_command_and_environment(tmp_path):
     assert server.base_url == "http://127.0.0.1:8123/v1" and server.model == "tiny"
     with pytest.raises(ConfigError, match="list of arguments"):
         VLLMServer("m", extra_args="--enable-lora")
+    with pytest.raises(ConfigError, match="block_size must be a positive"):
+        VLLMServer("m", block_size=0)
 
 
 def test_small_machine_gives_the_engine_every_cpu(monkeypatch, tmp_path):
     monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     env = VLLMServer("m", port=1).environment
     assert env["VLLM_CPU_OMP_THREADS_BIND"] == "0,1" and env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
+    # The server's engine computes its steps itself (no worker process spinning beside it) ...
+    assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    # ... but the in-process engine's environment never asks vLLM to run inside the caller's process.
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in default_engine_env()
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    assert VLLMServer("m", port=1).environment["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING")
     # The caller's choice wins, in the process environment or in ``env``.
     assert (
         VLLMServer("m", port=1, env={"VLLM_CPU_OMP_THREADS_BIND": "0"}).environment[
@@ -187,7 +207,8 @@ def test_small_machine_gives_the_engine_every_cpu(monkeypatch, tmp_path):
     # A large machine keeps vLLM's own NUMA-aware binding.
     monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND")
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
-    assert "VLLM_CPU_OMP_THREADS_BIND" not in VLLMServer("m", port=1).environment
+    env = VLLMServer("m", port=1).environment
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in env and "VLLM_ENABLE_V1_MULTIPROCESSING" not in env
 
 
 def test_cpu_dtype_follows_the_cpus_bfloat16_instructions(tmp_path):

@@ -43,7 +43,8 @@ class VLLMEngineBackend(Backend):
         temperature, top_p, max_tokens: Sampling settings, as for the HTTP backend.
         batch_window_s: How long the first request of a batch waits for others to join.
         send_seed: Use each request's seed for sampling (see ``BackendConfig.send_seed``).
-        engine_kwargs: Passed to ``vllm.LLM`` (``max_model_len``, ``dtype``, ``tensor_parallel_size``...).
+        engine_kwargs: Passed to ``vllm.LLM`` (``max_model_len``, ``dtype``, ``tensor_parallel_size``...);
+            ``block_size`` defaults to the servers' (:data:`~dreamgym_env.serving.PREFIX_BLOCK_SIZE`).
     """
 
     def __init__(
@@ -155,12 +156,12 @@ class VLLMEngineBackend(Backend):
                 import vllm
             except ImportError as e:
                 raise DependencyNotInstalled("vllm", "vllm", "The in-process vLLM backend") from e
-            from dreamgym_env.serving.vllm_server import default_engine_env
+            from dreamgym_env.serving.vllm_server import PREFIX_BLOCK_SIZE, default_engine_env
 
             # vLLM's settings are environment variables, read when the engine starts.
             for key, value in {**default_engine_env(), "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}.items():
                 os.environ.setdefault(key, value)
-            self._llm = vllm.LLM(model=self.model, **self.engine_kwargs)
+            self._llm = vllm.LLM(model=self.model, **{"block_size": PREFIX_BLOCK_SIZE, **self.engine_kwargs})
         return self._llm
 
     def _generate(self, requests: list[CompletionRequest]) -> list[Completion]:
