@@ -159,11 +159,16 @@ def recommended_env_kwargs(name: str) -> dict[str, Any]:
     """The ``gymnasium.make`` keywords that reproduce a shipped model's training prompts and fit its context.
 
     Greedy decoding (temperature 0): the model was trained to write the one next state the game's
-    rules give, and its fidelity is measured that way; sampling only adds errors.
+    rules give, and its fidelity is measured that way; sampling only adds errors. A model answering
+    plain states is asked once (``parse_retries=0``), as its fidelity is measured: a retry is sent only
+    after the first answer ends and may run to ``max_tokens``, so it held every request of its vector step
+    for the longest stretch of each (docs/scaling.md, "Levers"). An answer that does not parse keeps the
+    state (``on_invalid_output="fail_state"``, ``info["model_error"]`` says why) instead of ending the
+    run; a keyword still wins.
     """
     window, top_k = prompt_settings(name)
     answers = answer_format(name)
-    return {
+    kwargs: dict[str, Any] = {
         "model": name,
         "history_window": window,
         "top_k": top_k,
@@ -172,13 +177,16 @@ def recommended_env_kwargs(name: str) -> dict[str, Any]:
         "max_tokens": SHIPPED_MAX_TOKENS if answers == "json" else SHIPPED_STATE_MAX_TOKENS,
         "temperature": 0.0,
     }
+    if answers == "state":
+        kwargs.update(parse_retries=0, on_invalid_output="fail_state")
+    return kwargs
 
 
 SHIPPED_MAX_TOKENS = 256
 """Answer budget for a shipped model: its answers (the changed lines of a state) are under 100 tokens, so
 this leaves room, while an answer that runs on is cut before it holds a batch up for long."""
 
-SHIPPED_STATE_MAX_TOKENS = 96
+SHIPPED_STATE_MAX_TOKENS = 64
 """Answer budget for a shipped model that answers plain states: the longest real TextWorld answer is 60
 tokens, and an answer that never ends holds every request of its vector step for as many iterations
 (docs/scaling.md, "Levers")."""

@@ -19,6 +19,7 @@ import time
 
 import pytest
 
+from dreamgym_env.config import merge_overrides
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.serving.shipped import (
     SHIPPED_CONTEXT,
@@ -70,8 +71,14 @@ def test_a_shipped_model_answering_plain_states_gets_a_shorter_answer_budget(mon
     monkeypatch.setattr(shipped, "_training_record", lambda name: record)
     kwargs = recommended_env_kwargs("textworld")
     assert kwargs["answer_format"] == "state" and kwargs["max_tokens"] == shipped.SHIPPED_STATE_MAX_TOKENS
+    # Asked once, as its fidelity is measured; an unparsable answer keeps the state instead of raising.
+    assert kwargs["parse_retries"] == 0 and kwargs["on_invalid_output"] == "fail_state"
+    config = merge_overrides(None, {"model": "textworld", "base_url": "http://127.0.0.1:1/v1"})
+    assert config.parse_retries == 0 and config.on_invalid_output == "fail_state"
+    assert merge_overrides(None, {"model": "textworld", "parse_retries": 2}).parse_retries == 2  # yours wins
     record["env_settings"]["answer_format"] = "json"
-    assert recommended_env_kwargs("textworld")["max_tokens"] == shipped.SHIPPED_MAX_TOKENS
+    kwargs = recommended_env_kwargs("textworld")
+    assert kwargs["max_tokens"] == shipped.SHIPPED_MAX_TOKENS and "parse_retries" not in kwargs
 
 
 def test_shipped_server_serves_as_the_fidelity_was_measured(tmp_path):
