@@ -144,8 +144,7 @@ def test_serve_command_prints_a_url_that_simulates_an_unseen_game(served, tmp_pa
         "DreamGym/TextWorld-v0",
         tasks=tasks_from_games([game]),
         base_url=base_url,
-        on_invalid_output="fail_state",
-        **recommended_env_kwargs("textworld"),
+        **recommended_env_kwargs("textworld"),  # an unparsable answer keeps the state (fail_state)
     )
     first, info = env.reset(seed=0)
     assert "Your task is to:" in first and info["admissible_actions"]
@@ -198,7 +197,6 @@ def test_a_random_policy_succeeds_in_the_simulator_about_as_often_as_in_the_real
         autoreset_mode=same_step,
         tasks=tasks_from_games(games),
         base_url=base_url,
-        on_invalid_output="fail_state",
         max_steps=12,
         **recommended_env_kwargs("textworld"),
     )
