@@ -30,8 +30,7 @@ from typing import Any
 from dreamgym_env.real.textworld_suite import build_suite
 from dreamgym_env.serving import cpu_dtype
 from dreamgym_env.serving.shipped import (
-    SHIPPED_MAX_TOKENS,
-    SHIPPED_STATE_MAX_TOKENS,
+    answer_budget,
     recorded_answer_format,
     weights_checksum,
     write_demonstrations,
@@ -168,9 +167,8 @@ def evaluate(
     # What the scored model answers, from its own training record; its split is read from that format's data.
     training = json.loads((dest / "dreamgym_training.json").read_text(encoding="utf-8"))
     answer_format = recorded_answer_format(training)
-    # The answer budget it is played with (recommended_env_kwargs), so a long answer is cut as in play.
-    budget = SHIPPED_MAX_TOKENS if answer_format == "json" else SHIPPED_STATE_MAX_TOKENS
-    answers = ["--answer-format", answer_format, "--max-tokens", str(budget)]
+    # The answer budget it is played with, so a long answer is cut as in play.
+    answers = ["--answer-format", answer_format, "--max-tokens", str(answer_budget(answer_format))]
     extra = [*(["--limit", str(limit)] if limit else []), *answers]
     folder = servable_folder(dest, "textworld")
     with shipped_server(

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_sim_to_real.py"
+from tests._scripts import load_script
 
 
 def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_sim_to_real", BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_sim_to_real"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/bench_sim_to_real.py")
 
 
 @pytest.mark.real

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "fidelity_paired.py"
+from tests._scripts import load_script
 
 
 def _script():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("fidelity_paired", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fidelity_paired"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/fidelity_paired.py")
 
 
 def _write(folder: Path, matches: list[bool], first_step: int = 0) -> Path:

@@ -34,6 +34,7 @@ __all__ = [
     "SHIPPED_MAX_TOKENS",
     "SHIPPED_MODELS",
     "SHIPPED_STATE_MAX_TOKENS",
+    "answer_budget",
     "answer_format",
     "prompt_settings",
     "prompt_style",
@@ -174,7 +175,7 @@ def recommended_env_kwargs(name: str) -> dict[str, Any]:
         "top_k": top_k,
         "prompt_style": prompt_style(name),
         "answer_format": answers,
-        "max_tokens": SHIPPED_MAX_TOKENS if answers == "json" else SHIPPED_STATE_MAX_TOKENS,
+        "max_tokens": answer_budget(answers),
         "temperature": 0.0,
     }
     if answers == "state":
@@ -190,6 +191,15 @@ SHIPPED_STATE_MAX_TOKENS = 64
 """Answer budget for a shipped model that answers plain states: the longest real TextWorld answer is 60
 tokens, and an answer that never ends holds every request of its vector step for as many iterations
 (docs/scaling.md, "Levers")."""
+
+
+def answer_budget(answers: AnswerFormat) -> int:
+    """The ``max_tokens`` a shipped model answering in ``answers`` is played and scored with.
+
+    :data:`SHIPPED_MAX_TOKENS` for JSON answers, :data:`SHIPPED_STATE_MAX_TOKENS` for plain states.
+    """
+    return SHIPPED_MAX_TOKENS if answers == "json" else SHIPPED_STATE_MAX_TOKENS
+
 
 SHIPPED_CONTEXT = 2048
 """Context window a shipped model is served with (its position embeddings' length)."""

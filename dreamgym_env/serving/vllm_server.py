@@ -103,15 +103,21 @@ def cpu_dtype(cpuinfo: str | os.PathLike[str] = "/proc/cpuinfo") -> str:
     return "bfloat16" if {"avx512_bf16", "amx_bf16"} & set(flags) else "float32"
 
 
+def _small_machine_cpus() -> list[int]:
+    """The CPUs this process may use, on a machine with fewer than :data:`SMALL_MACHINE_CPUS`; else none."""
+    if not hasattr(os, "sched_getaffinity"):
+        return []
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus if len(cpus) < SMALL_MACHINE_CPUS else []
+
+
 def _thread_binding_env() -> dict[str, str]:
     """Bind the CPU engine to every core this process may use on a small machine (:data:`SMALL_MACHINE_CPUS`).
 
     Empty where the machine is larger or the process environment already chooses a binding.
     """
-    if "VLLM_CPU_OMP_THREADS_BIND" in os.environ or not hasattr(os, "sched_getaffinity"):
-        return {}
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) >= SMALL_MACHINE_CPUS:
+    cpus = _small_machine_cpus()
+    if "VLLM_CPU_OMP_THREADS_BIND" in os.environ or not cpus:
         return {}
     return {"VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, cpus)), "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
 
@@ -126,9 +132,7 @@ def _single_process_engine_env() -> dict[str, str]:
     executor). Only for the server: the in-process engine would then run inside the caller's process.
     Empty where the machine is larger or the process environment already chooses.
     """
-    if "VLLM_ENABLE_V1_MULTIPROCESSING" in os.environ or not hasattr(os, "sched_getaffinity"):
-        return {}
-    if len(os.sched_getaffinity(0)) >= SMALL_MACHINE_CPUS:
+    if "VLLM_ENABLE_V1_MULTIPROCESSING" in os.environ or not _small_machine_cpus():
         return {}
     return {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 

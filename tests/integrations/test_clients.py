@@ -8,10 +8,8 @@ wrappers.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -24,9 +22,9 @@ from dreamgym_env.errors import ConfigError, RenderModeError
 from dreamgym_env.vector import DreamGymVectorEnv
 from dreamgym_env.wrappers import DiscreteActions, TextEmbedding, VectorDiscreteActions, VectorTextEmbedding
 from tests._backends import PeakBackend
+from tests._scripts import load_script
 
 ENV_ID = "DreamGym/TextWorld-v0"
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCRIPTED = {"backend": "scripted", "max_steps": 3}
 
 
@@ -221,11 +219,7 @@ def test_cleanrl_loop_next_step_marks_the_reset_steps_to_skip() -> None:
 
 
 def test_cleanrl_style_ppo_example_trains_at_a_tiny_budget() -> None:
-    spec = importlib.util.spec_from_file_location("cleanrl_ppo", EXAMPLES / "cleanrl_ppo.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["cleanrl_ppo"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
+    module = load_script("examples/cleanrl_ppo.py")
     result = module.main(
         module.Args(backend="scripted", num_envs=2, num_steps=8, total_timesteps=32, max_steps=3)
     )
