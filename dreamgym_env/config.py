@@ -45,7 +45,7 @@ from dreamgym_env._secrets import (
 )
 from dreamgym_env.errors import ConfigError
 
-__all__ = ["BackendConfig", "EnvConfig", "merge_overrides", "validated"]
+__all__ = ["BackendConfig", "EnvConfig", "Setting", "merge_overrides", "validated"]
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 M = TypeVar("M", bound=BaseModel)
@@ -277,6 +277,10 @@ state alone as plain text (``"state"``), for a model fine-tuned to it in a domai
 actions and decide the ending."""
 
 
+Setting = Literal["learned", "privileged"]
+"""What a simulated world may know of the real one (:attr:`EnvConfig.setting`)."""
+
+
 class EnvConfig(BaseModel):
     """How one simulated episode runs."""
 
@@ -314,11 +318,20 @@ class EnvConfig(BaseModel):
             "counts as unparsable)."
         ),
     )
+    setting: Setting = Field(
+        "privileged",
+        description="What the simulator may know of the real world. 'learned' (DreamGym's setting): the "
+        "experience model sees the task's instruction, its first state, the episode so far and "
+        "demonstrations of other tasks; never the engine's hidden facts (Domain.task_fact_keys: layout, "
+        "hidden contents, goal facts), and no real transition of the same task is replayed or shown. "
+        "'privileged': the task's hidden facts are given to the model and the rules, and real "
+        "transitions of the same task may answer its steps (replay_real).",
+    )
     replay_real: bool = Field(
         True,
         description="In a deterministic domain (Domain.deterministic), answer a step with a real "
         "transition among its demonstrations that has the same task, state and action, without a request: "
-        "the world is known to do that. False always asks the model.",
+        "the world is known to do that. False always asks the model. Only in the privileged setting.",
     )
     memo_size: int = Field(
         8_192,

@@ -60,8 +60,9 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
     ``task``, ``task_id``, ``episode_id``, ``step``, ``admissible_actions``, ``success`` (and
     ``is_success``, which stable-baselines3's ``Monitor`` reads), ``reasoning``, ``simulated`` (True),
     ``source`` ("sim"), ``last_action_error``, and after model calls ``usage`` (token counts),
-    ``timing`` (model and client-side seconds), ``attempts`` and ``answered_by`` (``"model"``, or
-    ``"rule"``/``"replay"``/``"memo"`` for a step answered without a request). :attr:`last_transition` is the
+    ``timing`` (model and client-side seconds), ``attempts``, ``answered_by`` (``"model"``, or
+    ``"rule"``/``"replay"``/``"memo"`` for a step answered without a request) and ``setting``
+    (``"learned"`` or ``"privileged"``, :attr:`EnvConfig.setting`). :attr:`last_transition` is the
     step's stored form.
 
     ## Arguments
@@ -135,6 +136,8 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
             task = resolve_task(options["task"], self.domain.name, self.task_sampler)
         else:
             task = self.task_sampler.sample(self.np_random)
+        if self.config.setting == "learned":  # the episode never holds the real world's hidden facts
+            task = self.domain.learned_view(task)
         initial = self.domain.initial_state(task, self.np_random)
         return EpisodeStart(task, initial.state, list(initial.admissible_actions))
 
@@ -154,7 +157,7 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
             seed=int(self.np_random.integers(2**31 - 1)),
             episode_id=self._episode_id,
         )
-        extra = _timing_info(prediction, retrieve_s, time.perf_counter() - started)
+        extra = _timing_info(prediction, retrieve_s, time.perf_counter() - started, self.config.setting)
         # A step given up after its answers came back: the backend hears they were not used.
         forget = functools.partial(self.backend.discard, prediction.completions)
         output = prediction.output
@@ -209,15 +212,24 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
     def _query(self, action: str) -> RetrievalQuery | None:
         if self.retriever is None or self.config.top_k == 0:
             return None
-        return RetrievalQuery(self._state, action, self.config.top_k, self.domain.name, self._episode_id)
+        k = self.config.top_k + (LEARNED_RETRIEVAL_SLACK if self.config.setting == "learned" else 0)
+        return RetrievalQuery(self._state, action, k, self.domain.name, self._episode_id)
 
     def _retrieve(self, action: str) -> list[Transition]:
         query = self._query(action)
         if query is None or self.retriever is None:
             return []
-        return self.retriever.retrieve(
+        found = self.retriever.retrieve(
             query.state, query.action, query.k, domain=query.domain, exclude_episode=query.exclude_episode
         )
+        if self.config.setting == "learned":  # demonstrations of other tasks only
+            assert self._task is not None
+            found = [t for t in found if t.task_id != self._task.task_id][: self.config.top_k]
+        return found
+
+
+LEARNED_RETRIEVAL_SLACK = 8
+"""Extra demonstrations a learned-setting step asks for, to fill ``top_k`` after its own task's are dropped."""
 
 
 def default_retriever(domain: Domain, config: EnvConfig) -> Retriever | None:
@@ -240,12 +252,13 @@ def make_step_memo(domain: Domain, config: EnvConfig) -> StepMemo | None:
     return StepMemo(config.memo_size) if domain.deterministic and config.memo_size else None
 
 
-def _timing_info(prediction: Prediction, retrieve_s: float, total_s: float) -> dict[str, Any]:
+def _timing_info(prediction: Prediction, retrieve_s: float, total_s: float, setting: str) -> dict[str, Any]:
     completion = prediction.completion
     return {
         "usage": completion.usage() if completion else {},
         "attempts": prediction.attempts,
         "answered_by": prediction.answered_by,
+        "setting": setting,
         "timing": {
             "total_s": total_s,
             "model_s": prediction.model_s,

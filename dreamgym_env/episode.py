@@ -460,13 +460,8 @@ class EpisodeEnv(gym.Env[str, str]):
             reasoning=outcome.reasoning if self.source == "sim" else None,
             prev_admissible_actions=self._admissible,
             admissible_actions=outcome.admissible_actions,
-            task_metadata=self._hidden_facts(self._task),
+            task_metadata=self.domain.hidden_facts(self._task),
         )
-
-    def _hidden_facts(self, task: Task) -> dict[str, Any]:
-        """The task metadata the experience model is shown (the domain's task facts), for SFT requests."""
-        keys = {key.split(".")[0] for key in self.domain.task_fact_keys}
-        return {k: v for k, v in task.metadata.items() if k in keys}
 
     def _info(
         self, *, success: bool, reasoning: str, last_action_error: str | None, **extra: Any

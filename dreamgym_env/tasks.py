@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -40,6 +41,14 @@ class TaskList:
             raise DomainError("The task list is empty; give at least one Task.")
         self.tasks = list(tasks)
         self._by_id = {t.task_id: t for t in self.tasks}
+        if len(self._by_id) < len(self.tasks):
+            counts = Counter(t.task_id for t in self.tasks)
+            twice = sorted(task_id for task_id, n in counts.items() if n > 1)
+            raise DomainError(
+                f"The task list has {len(self.tasks) - len(self._by_id)} task(s) under an id it already "
+                f"holds ({', '.join(map(repr, twice[:5]))}): an id names one task (its outcomes, its memo). "
+                "Give each task its own task_id, e.g. from the game's path rather than its file stem."
+            )
 
     def sample(self, rng: np.random.Generator) -> Task:
         """A task drawn uniformly with ``rng``."""

@@ -6,6 +6,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -112,6 +113,25 @@ class Domain(ABC):
             if value not in (None, "", [], {}):
                 lines.append(f"- {key}: {value}")
         return "\n".join(lines)
+
+    def hidden_facts(self, task: Task) -> dict[str, Any]:
+        """The part of ``task.metadata`` the experience model is shown (the top keys of :attr:`task_fact_keys`)."""
+        keys = {key.split(".")[0] for key in self.task_fact_keys}
+        return {k: v for k, v in task.metadata.items() if k in keys}
+
+    def learned_view(self, task: Task) -> Task:
+        """``task`` as a learned dream may see it: without the hidden facts of the real world.
+
+        In the learned setting (:attr:`~dreamgym_env.config.EnvConfig.setting`) the experience model
+        knows the instruction and the first state, never the engine's layout, hidden contents or goal
+        facts (:attr:`task_fact_keys`). A domain whose facts are part of the task as the agent would
+        state it (a WebShop goal's attributes are in its instruction) may keep them by overriding this.
+        """
+        hidden = {key.split(".")[0] for key in self.task_fact_keys}
+        if not hidden & set(task.metadata):
+            return task
+        kept = {k: v for k, v in task.metadata.items() if k not in hidden}
+        return task.model_copy(update={"metadata": kept})
 
     def describe_step(self, task: Task, history: Sequence[Step], state: str, action: str) -> str:
         """Hidden facts that bear on the step from ``state`` by ``action`` (by default none).

@@ -38,6 +38,7 @@ from dreamgym_env.domains.textworld_state import (
     CanonicalState,
     admissible_commands,
     complete_state,
+    dream_layout,
     nearby_facts,
     parse_state,
     state_changes,
@@ -245,11 +246,15 @@ class TextWorldDomain(Domain):
         """The layout the action reaches: the room a move enters, the contents and keys of what it names.
 
         As the episode last showed them (:func:`~dreamgym_env.domains.textworld_state.nearby_facts`).
+        A task without the game's layout (the learned setting, or a curriculum variant) gets the layout
+        its episode has shown itself (:func:`~dreamgym_env.domains.textworld_state.dream_layout`): the
+        rooms it entered and the way back, what containers held when last seen open.
         """
+        seen = [step.state for step in history]
         world = task.metadata.get("world")
         if not isinstance(world, str):
-            return ""
-        return nearby_facts(state, world, [step.state for step in history], action)
+            world = dream_layout([*seen, state], [step.action for step in history])
+        return nearby_facts(state, world, seen, action)
 
     def state_answer(self, state: str, next_state: str) -> str:
         """The result line and the lines that change (:func:`~dreamgym_env.domains.textworld_state.state_changes`)."""
@@ -262,10 +267,14 @@ class TextWorldDomain(Domain):
     def admissible_actions(self, state: str, task: Task) -> list[str] | None:
         """TextWorld's commands for ``state`` by the game's rules, with the task's layout when it has one.
 
-        ``None`` for a state that is not canonical (the prose format): then the model lists them.
+        Without one (the learned setting, a curriculum variant) no key is known to fit a lock, so every
+        carried thing may be tried on it and the model answers whether it fits. ``None`` for a state
+        that is not canonical (the prose format): then the model lists them.
         """
         world = task.metadata.get("world")
-        return admissible_commands(state, world if isinstance(world, str) else "")
+        if isinstance(world, str):
+            return admissible_commands(state, world)
+        return admissible_commands(state, any_key=True)
 
     def rule_state(self, task: Task, history: Sequence[Step], state: str, action: str) -> str | None:
         """``look``, ``inventory`` and ``examine ...`` change no fact: the state again, after ``Nothing happens.``.

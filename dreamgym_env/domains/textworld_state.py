@@ -35,6 +35,7 @@ __all__ = [
     "CanonicalState",
     "admissible_commands",
     "complete_state",
+    "dream_layout",
     "exits_of",
     "layout_of",
     "names_in",
@@ -232,20 +233,21 @@ def world_part(world: str, label: str) -> dict[str, str]:
     return {}
 
 
-def _lock_commands(name: str, state: str, key: str | None, carried: Iterable[str]) -> list[str]:
-    if key is None or key not in carried:
-        return []
+def _lock_commands(name: str, state: str, keys: Iterable[str | None], carried: Iterable[str]) -> list[str]:
+    fitting = [key for key in keys if key is not None and key in carried]
     if state == "locked":
-        return [f"unlock {name} with {key}"]
-    return [f"lock {name} with {key}"] if state == "closed" else []
+        return [f"unlock {name} with {key}" for key in fitting]
+    return [f"lock {name} with {key}" for key in fitting] if state == "closed" else []
 
 
-def admissible_commands(state: str, world: str = "") -> list[str] | None:
+def admissible_commands(state: str, world: str = "", *, any_key: bool = False) -> list[str] | None:
     """The commands TextWorld admits in ``state``, sorted, or ``None`` when the state is not canonical.
 
     ``world`` is the game's layout (:func:`dreamgym_env.domains.textworld_facts.render_world`): its
     ``Keys`` line says which key opens what, its ``Kinds`` line which things are supporters or food.
-    Without it, a bare name counts as a portable thing, nothing is food and no key fits.
+    Without it, a bare name counts as a portable thing and nothing is food; no key fits, unless
+    ``any_key``: then every carried thing may be tried on every lock (a learned dream, which does not
+    know the keys, lists them all and answers whether one fits).
     """
     parsed = parse_state(state)
     if parsed is None:
@@ -255,6 +257,10 @@ def admissible_commands(state: str, world: str = "") -> list[str] | None:
     supporters = set(split_things(kinds.get("supporters", "")))
     food = set(split_things(kinds.get("food", "")))
     carried = [thing_of(item)[0] for item in split_things(parsed.lines["Carrying"])]
+
+    def keys_of(lock: str) -> list[str | None]:
+        return list(carried) if any_key and not keys else [keys.get(lock)]
+
     commands = {"look", "inventory"}
     for direction, door_name, door_state in exits_of(parsed.lines["Exits"]):
         if not door_name:
@@ -265,12 +271,12 @@ def admissible_commands(state: str, world: str = "") -> list[str] | None:
             commands |= {f"go {direction}", f"close {door_name}"}
         elif door_state == "closed":
             commands.add(f"open {door_name}")
-        commands.update(_lock_commands(door_name, door_state, keys.get(door_name), carried))
+        commands.update(_lock_commands(door_name, door_state, keys_of(door_name), carried))
     for item in split_things(parsed.lines["Here"]):
         name, kind, held = thing_of(item)
         commands.add(f"examine {name}")
         if kind in ("open", "closed", "locked"):  # a container
-            commands.update(_lock_commands(name, kind, keys.get(name), carried))
+            commands.update(_lock_commands(name, kind, keys_of(name), carried))
             if kind == "closed":
                 commands.add(f"open {name}")
             elif kind == "open":
@@ -361,6 +367,49 @@ def nearby_facts(state: str, world: str, seen: Sequence[str] = (), action: str |
         lines.append(f"Inside: {'; '.join(f'{k}: {v}' for k, v in sorted(inside.items()))}")
     if keys:
         lines.append(f"Keys: {'; '.join(f'{k}: {v}' for k, v in sorted(keys.items()))}")
+    return "\n".join(lines)
+
+
+_OPPOSITE = {"north": "south", "south": "north", "east": "west", "west": "east"}
+"""The way back through an exit: TextWorld's rooms join in pairs of opposite directions."""
+
+
+def dream_layout(states: Sequence[str], actions: Sequence[str]) -> str:
+    """The layout an episode has shown itself, in the form of a game's layout (``Map:``, ``Inside:``).
+
+    ``states`` are the episode's states, first to current, and ``actions`` the ``len(states) - 1``
+    actions between them. A move that changed the room joins the two rooms both ways; a container
+    once shown open keeps, once closed, what it held then. This is what a learned dream knows of its
+    own world (it never sees the game's): given back to the model through :func:`nearby_facts`, a
+    revisit reads the room as the dream showed it, not as the model might invent it again.
+    """
+    links: dict[str, dict[str, str]] = {}
+    inside: dict[str, str] = {}
+    before = None
+    for i, text in enumerate(states):
+        parsed = parse_state(text)
+        if parsed is None:
+            before = None
+            continue
+        action = actions[i - 1] if i else ""
+        if before is not None and action.startswith("go "):
+            direction, room, previous = action[3:], parsed.lines["Room"], before.lines["Room"]
+            if room != previous and direction in _OPPOSITE:
+                links.setdefault(previous, {})[direction] = room
+                links.setdefault(room, {}).setdefault(_OPPOSITE[direction], previous)
+        for key in ("Here", "Carrying"):
+            for item in split_things(parsed.lines[key]):
+                name, kind, held = thing_of(item)
+                if kind == "open":
+                    inside[name] = ", ".join(split_things(_item_parts(item)[3])) or ""
+        before = parsed
+    lines = []
+    if links:
+        rooms = "; ".join(f"{room}: {', '.join(f'{d} {t}' for d, t in exits.items())}" for room, exits in links.items())
+        lines.append(f"Map: {rooms}")
+    held = {name: items for name, items in inside.items() if items}
+    if held:
+        lines.append(f"Inside: {'; '.join(f'{k}: {v}' for k, v in sorted(held.items()))}")
     return "\n".join(lines)
 
 

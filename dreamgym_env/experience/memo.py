@@ -7,10 +7,16 @@ the task, the state and the action. So once a step is known, its repeats need no
 * a recorded real transition (:meth:`StepMemo.add_real`) is what the world does; it answers the same
   (task, state, action) whatever history led there, and is never dropped;
 * the model's accepted answer answers the same request again: keyed by the task, the history the
-  model is shown (``EnvConfig.history_window``), the state and the action. Under greedy decoding this
+  model is shown (``EnvConfig.history_window``), the state, the action and the step's facts
+  (:meth:`Domain.describe_step`, which may depend on the whole episode). Under greedy decoding this
   is what the model would answer anyway (up to the server's batching noise); under sampling it keeps
   the simulated world consistent with itself. The least recently used of these are dropped past
   ``max_size``.
+
+A task is known by its content (:func:`task_fingerprint`: id, instruction and the facts the model is
+shown), not by its id alone: two games saved under the same file name are two tasks to the memo.
+The memo keeps states, not verdicts: the experience model judges a remembered answer again with the
+episode that reached it (a win depends on the whole episode, which the key need not show).
 
 Concurrent asks for one step (sub-envs of a vector env on the same game) share one request: the first
 asks, the others wait for its answer (:meth:`StepMemo.share`). A memo never decides anything a
@@ -22,26 +28,40 @@ answer after the domain completed and judged it, and reports a reused answer as
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.experience.schema import ExperienceOutput
-from dreamgym_env.types import Step, Task, Transition
+from dreamgym_env.types import Step, Transition
 
-__all__ = ["MemoKey", "StepMemo"]
+__all__ = ["MemoKey", "StepMemo", "task_fingerprint"]
 
-MemoKey = tuple[str, str, tuple[tuple[str, str], ...], str, str]
-"""(task id, instruction, shown history as (state, action) pairs, state, action)."""
+MemoKey = tuple[str, tuple[tuple[str, str], ...], str, str, str]
+"""(task fingerprint, shown history as (state, action) pairs, state, action, the step's facts)."""
 
 T = TypeVar("T")
 
 
-def memo_key(task: Task, shown: Sequence[Step], state: str, action: str) -> MemoKey:
+def task_fingerprint(task_id: str, instruction: str, facts: Mapping[str, Any]) -> str:
+    """A task's identity as the simulator knows it: its id, instruction and the facts the model is shown.
+
+    ``facts`` are :meth:`Domain.hidden_facts` of a task, or :attr:`Transition.task_metadata` of a
+    stored step (the same facts, stored with it).
+    """
+    payload = json.dumps([task_id, instruction, facts], sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def memo_key(
+    fingerprint: str, shown: Sequence[Step], state: str, action: str, step_facts: str = ""
+) -> MemoKey:
     """The key of a step as the model is asked it (the history it is shown, not the whole episode)."""
-    return (task.task_id, task.instruction, tuple((s.state, s.action) for s in shown), state, action)
+    return (fingerprint, tuple((s.state, s.action) for s in shown), state, action, step_facts)
 
 
 class StepMemo:
@@ -64,7 +84,7 @@ class StepMemo:
         self.real_hits = 0
         self.hits = 0
         self.shared = 0
-        self._real: dict[tuple[str, str, str], ExperienceOutput] = {}
+        self._real: dict[tuple[str, str, str], ExperienceOutput] = {}  # (fingerprint, state, action)
         self._answers: OrderedDict[MemoKey, ExperienceOutput] = OrderedDict()
         self._lock = threading.Lock()
         self._inflight: dict[MemoKey, asyncio.Future[Any]] = {}
@@ -73,13 +93,18 @@ class StepMemo:
         return len(self._real) + len(self._answers)
 
     def add_real(self, transitions: Iterable[Transition]) -> int:
-        """Remember recorded transitions (``real`` and ``offline``; simulated ones are skipped); how many were new."""
+        """Remember recorded transitions (``real`` and ``offline``; simulated ones are skipped); how many were new.
+
+        Each belongs to the task of its id, instruction and :attr:`Transition.task_metadata`, which
+        every writer of transitions (the real wrappers, the loaders) fills with the facts the model is
+        shown (:meth:`Domain.hidden_facts`): a step of another game under the same id answers nothing.
+        """
         added = 0
         with self._lock:
             for t in transitions:
                 if t.source == "sim":
                     continue
-                key = (t.task_id, t.state, t.action)
+                key = (task_fingerprint(t.task_id, t.task, t.task_metadata), t.state, t.action)
                 if key not in self._real:
                     added += 1
                 self._real[key] = ExperienceOutput(
@@ -91,9 +116,9 @@ class StepMemo:
                 )
         return added
 
-    def real(self, task: Task, state: str, action: str) -> ExperienceOutput | None:
-        """The recorded outcome of this step, if one was added."""
-        found = self._real.get((task.task_id, state, action))
+    def real(self, fingerprint: str, state: str, action: str) -> ExperienceOutput | None:
+        """The recorded outcome of this step of the task with ``fingerprint``, if one was added."""
+        found = self._real.get((fingerprint, state, action))
         if found is not None:
             self.real_hits += 1
         return found

@@ -15,7 +15,7 @@ from dreamgym_env.config import EnvConfig
 from dreamgym_env.domains.base import Domain
 from dreamgym_env.errors import ConfigError, InvalidResponseError, PromptTooLongError, ResponseFormatError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest, TransitionQuery
-from dreamgym_env.experience.memo import StepMemo, memo_key
+from dreamgym_env.experience.memo import StepMemo, memo_key, task_fingerprint
 from dreamgym_env.experience.prompt import build_messages
 from dreamgym_env.experience.schema import ExperienceOutput, output_json_schema
 from dreamgym_env.spaces import CONTROL_CHARACTERS
@@ -112,12 +112,16 @@ class ExperienceModel:
         admissible_actions: Sequence[str] = (),
         seed: int | None = None,
         episode_id: str | None = None,
+        step_facts: str | None = None,
     ) -> CompletionRequest:
         """The exact request sent for one transition (also used to build SFT data).
 
         ``episode_id`` routes every step of an episode to the same server (see
-        :attr:`CompletionRequest.episode_id`); it is not part of the prompt.
+        :attr:`CompletionRequest.episode_id`); it is not part of the prompt. ``step_facts`` is
+        :meth:`Domain.describe_step`'s answer when the caller has it already.
         """
+        if step_facts is None:
+            step_facts = self.domain.describe_step(task, history, state, action)
         return CompletionRequest(
             messages=build_messages(
                 self.domain,
@@ -128,7 +132,7 @@ class ExperienceModel:
                 action,
                 admissible_actions,
                 style=self.config.prompt_style,
-                step_facts=self.domain.describe_step(task, history, state, action),
+                step_facts=step_facts,
             ),
             json_schema=self.json_schema,
             seed=seed,
@@ -191,10 +195,10 @@ class ExperienceModel:
         """:meth:`apredict`, appending each completion to ``received`` as it arrives."""
         start = time.perf_counter()
         memo = self.memo
-        key = memo_key(task, self._shown(history), state, action)
+        fingerprint = task_fingerprint(task.task_id, task.instruction, self.domain.hidden_facts(task))
         known: tuple[tuple[AnsweredBy, Callable[[], ExperienceOutput | None]], ...] = (
             ("rule", lambda: self._ruled(task, history, state, action)),
-            ("replay", lambda: self._replayed(task, demonstrations, state, action)),
+            ("replay", lambda: self._replayed(task, fingerprint, demonstrations, state, action)),
         )
         for answered_by, answer_of in known:  # the first that answers; the rest are not looked up
             answer = answer_of()
@@ -206,11 +210,15 @@ class ExperienceModel:
                     output, None, 0, None, parse_s=time.perf_counter() - start, answered_by=answered_by
                 )
 
+        step_facts = self.domain.describe_step(task, history, state, action)
+        key = memo_key(fingerprint, self._shown(history), state, action, step_facts)
         remembered = None if memo is None else memo.get(key)
-        if remembered is not None:  # completed and judged when it was stored
-            return Prediction(remembered, None, 0, None, answered_by="memo")
+        if remembered is not None:
+            rejudged = self._rejudged(remembered, task, history, state, action)
+            if rejudged is not None:
+                return Prediction(rejudged, None, 0, None, answered_by="memo")
         request = self.build_request(
-            task, history, demonstrations, state, action, admissible_actions, seed, episode_id
+            task, history, demonstrations, state, action, admissible_actions, seed, episode_id, step_facts
         )
         build_s = time.perf_counter() - start
 
@@ -224,9 +232,23 @@ class ExperienceModel:
             if prediction.output is not None:
                 memo.put(key, prediction.output)
             return prediction
-        if prediction.output is None:  # the identical request in flight got nothing usable: ask anew
+        rejudged = (
+            None if prediction.output is None else self._rejudged(prediction.output, task, history, state, action)
+        )
+        if rejudged is None:  # the identical request in flight got nothing usable: ask anew
             return await ask()
-        return Prediction(prediction.output, None, 0, None, answered_by="memo")
+        return Prediction(rejudged, None, 0, None, answered_by="memo")
+
+    def _rejudged(
+        self, known: ExperienceOutput, task: Task, history: Sequence[Step], state: str, action: str
+    ) -> ExperienceOutput | None:
+        """An answer given in another episode, judged again with this episode's history.
+
+        The memo's key holds what the model is shown, which need not include the whole episode; whether
+        a step wins does depend on it (a quest done earlier in one episode and not in the other).
+        """
+        output, _ = self._complete(known, task, history, state, action)
+        return output
 
     def _shown(self, history: Sequence[Step]) -> list[Step]:
         """The part of ``history`` the prompt shows (:attr:`EnvConfig.history_window`)."""
@@ -308,7 +330,7 @@ class ExperienceModel:
         )
 
     def _replayed(
-        self, task: Task, demonstrations: Sequence[Transition], state: str, action: str
+        self, task: Task, fingerprint: str, demonstrations: Sequence[Transition], state: str, action: str
     ) -> ExperienceOutput | None:
         """A real transition of this very step, as an answer (see :attr:`EnvConfig.replay_real`).
 
@@ -316,17 +338,17 @@ class ExperienceModel:
         a deterministic domain, and only a recorded one (``real`` or ``offline``): a simulated
         transition is the model's own guess. The ending is still ruled by :meth:`_complete`, as for a model's answer.
         """
-        if not (self.config.replay_real and self.domain.deterministic):
+        if not (self.config.replay_real and self.config.setting == "privileged" and self.domain.deterministic):
             return None
-        recorded = None if self.memo is None else self.memo.real(task, state, action)
+        recorded = None if self.memo is None else self.memo.real(fingerprint, state, action)
         if recorded is not None:
             cap = self.config.max_admissible_actions
             return recorded.model_copy(update={"admissible_actions": recorded.admissible_actions[:cap]})
         for demo in demonstrations:
-            if demo.source != "sim" and (demo.task_id, demo.state, demo.action) == (
-                task.task_id,
-                state,
-                action,
+            if (
+                demo.source != "sim"
+                and (demo.state, demo.action) == (state, action)
+                and task_fingerprint(demo.task_id, demo.task, demo.task_metadata) == fingerprint
             ):
                 return ExperienceOutput(
                     reasoning="",
