@@ -249,7 +249,9 @@ def default_retriever(domain: Domain, config: EnvConfig) -> Retriever | None:
 
 def make_step_memo(domain: Domain, config: EnvConfig) -> StepMemo | None:
     """A memo of ``config.memo_size`` steps for a deterministic domain; ``None`` for any other, or size 0."""
-    return StepMemo(config.memo_size) if domain.deterministic and config.memo_size else None
+    if not (domain.deterministic and config.memo_size):
+        return None
+    return StepMemo(config.memo_size, fact_keys=domain.task_fact_keys)
 
 
 def _timing_info(prediction: Prediction, retrieve_s: float, total_s: float, setting: str) -> dict[str, Any]:

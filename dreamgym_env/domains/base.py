@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +12,13 @@ import numpy as np
 
 from dreamgym_env.types import Step, Task
 
-__all__ = ["Domain", "InitialState", "StepOutcome"]
+__all__ = ["Domain", "InitialState", "StepOutcome", "facts_shown"]
+
+
+def facts_shown(metadata: Mapping[str, Any], fact_keys: Sequence[str]) -> dict[str, Any]:
+    """The entries of a task's ``metadata`` under the top keys of ``fact_keys`` (dotted keys name nested values)."""
+    keys = {key.split(".")[0] for key in fact_keys}
+    return {k: v for k, v in metadata.items() if k in keys}
 
 
 @dataclass(frozen=True)
@@ -116,8 +122,7 @@ class Domain(ABC):
 
     def hidden_facts(self, task: Task) -> dict[str, Any]:
         """The part of ``task.metadata`` the experience model is shown (the top keys of :attr:`task_fact_keys`)."""
-        keys = {key.split(".")[0] for key in self.task_fact_keys}
-        return {k: v for k, v in task.metadata.items() if k in keys}
+        return facts_shown(task.metadata, self.task_fact_keys)
 
     def learned_view(self, task: Task) -> Task:
         """``task`` as a learned dream may see it: without the hidden facts of the real world.

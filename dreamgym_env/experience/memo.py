@@ -35,6 +35,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from dreamgym_env.domains.base import facts_shown
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.experience.schema import ExperienceOutput
 from dreamgym_env.types import Step, Transition
@@ -70,6 +71,9 @@ class StepMemo:
     Args:
         max_size: How many model answers to keep (least recently used dropped first); real
             transitions added with :meth:`add_real` are kept besides, all of them.
+        fact_keys: The domain's :attr:`Domain.task_fact_keys`: the part of a real transition's
+            :attr:`Transition.task_metadata` that tells its task apart (``None``: all of it, as the
+            real wrappers and loaders store only those facts).
 
     Attributes:
         real_hits: Steps answered by an added real transition.
@@ -77,10 +81,11 @@ class StepMemo:
         shared: Steps that waited for an identical step's request in flight instead of sending their own.
     """
 
-    def __init__(self, max_size: int = 8_192) -> None:
+    def __init__(self, max_size: int = 8_192, fact_keys: Sequence[str] | None = None) -> None:
         if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
             raise ConfigError(f"max_size must be a positive int, got {max_size!r}")
         self.max_size = max_size
+        self.fact_keys = None if fact_keys is None else tuple(fact_keys)
         self.real_hits = 0
         self.hits = 0
         self.shared = 0
@@ -95,16 +100,17 @@ class StepMemo:
     def add_real(self, transitions: Iterable[Transition]) -> int:
         """Remember recorded transitions (``real`` and ``offline``; simulated ones are skipped); how many were new.
 
-        Each belongs to the task of its id, instruction and :attr:`Transition.task_metadata`, which
-        every writer of transitions (the real wrappers, the loaders) fills with the facts the model is
-        shown (:meth:`Domain.hidden_facts`): a step of another game under the same id answers nothing.
+        Each belongs to the task of its id, instruction and the facts the model is shown
+        (:meth:`Domain.hidden_facts`, read from :attr:`Transition.task_metadata`): a step of another
+        game under the same id answers nothing.
         """
         added = 0
         with self._lock:
             for t in transitions:
                 if t.source == "sim":
                     continue
-                key = (task_fingerprint(t.task_id, t.task, t.task_metadata), t.state, t.action)
+                facts = t.task_metadata if self.fact_keys is None else facts_shown(t.task_metadata, self.fact_keys)
+                key = (task_fingerprint(t.task_id, t.task, facts), t.state, t.action)
                 if key not in self._real:
                     added += 1
                 self._real[key] = ExperienceOutput(

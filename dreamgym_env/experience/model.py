@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from dreamgym_env.config import EnvConfig
-from dreamgym_env.domains.base import Domain
+from dreamgym_env.domains.base import Domain, facts_shown
 from dreamgym_env.errors import ConfigError, InvalidResponseError, PromptTooLongError, ResponseFormatError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest, TransitionQuery
 from dreamgym_env.experience.memo import StepMemo, memo_key, task_fingerprint
@@ -344,11 +344,13 @@ class ExperienceModel:
         if recorded is not None:
             cap = self.config.max_admissible_actions
             return recorded.model_copy(update={"admissible_actions": recorded.admissible_actions[:cap]})
+        fact_keys = self.domain.task_fact_keys
         for demo in demonstrations:
             if (
                 demo.source != "sim"
                 and (demo.state, demo.action) == (state, action)
-                and task_fingerprint(demo.task_id, demo.task, demo.task_metadata) == fingerprint
+                and task_fingerprint(demo.task_id, demo.task, facts_shown(demo.task_metadata, fact_keys))
+                == fingerprint
             ):
                 return ExperienceOutput(
                     reasoning="",
