@@ -30,7 +30,9 @@ EAST_DREAMT = "Done.\nRoom: east room\nExits: west\nHere: pear"
 
 
 def _answers(*states: str) -> ScriptedBackend:
-    return ScriptedBackend([ExperienceOutput(reasoning="", next_state=s, done=False, success=False) for s in states])
+    return ScriptedBackend(
+        [ExperienceOutput(reasoning="", next_state=s, done=False, success=False) for s in states]
+    )
 
 
 def _env(setting: str, backend: ScriptedBackend, **kwargs: object) -> gym.Env:  # type: ignore[type-arg]
@@ -179,3 +181,78 @@ def test_a_task_list_refuses_two_tasks_under_one_id() -> None:
 def test_an_unknown_setting_is_refused() -> None:
     with pytest.raises(Exception, match="setting"):
         _env("copied", _answers())
+
+
+def test_steps_are_told_apart_by_what_the_episode_had_shown() -> None:
+    from dreamgym_env.domains.textworld_state import consistent_reveal, step_kind
+
+    west = "Room: west room\nExits: east\nHere: chest (closed)\nCarrying: nothing"
+    east = "Done.\nRoom: east room\nExits: west\nHere: apple\nCarrying: nothing"
+    back = "Done.\nRoom: west room\nExits: east\nHere: chest (closed)\nCarrying: nothing"
+    opened = "Done.\nRoom: west room\nExits: east\nHere: chest (open, holds: key)\nCarrying: nothing"
+    closed = back
+    assert step_kind([], west, "go east", east) == ("go", "revealing")
+    assert step_kind([west], east, "go west", back) == ("go", "determined")  # seen before
+    assert step_kind([], west, "open chest", opened) == ("open", "revealing")
+    assert step_kind([west, opened], closed, "open chest", opened) == ("open", "determined")
+    assert step_kind([], west, "look", "Nothing happens.\n" + west) == ("observe", "observe")
+    assert step_kind([], west, "take chest", "Nothing happens.\n" + west) == ("take", "no_change")
+    assert step_kind(
+        [west], east, "take apple", "Done.\nRoom: east room\nExits: west\nHere: nothing\nCarrying: apple"
+    ) == (
+        "take",
+        "determined",
+    )
+    invented = "Done.\nRoom: hall\nExits: west, north\nHere: lamp\nCarrying: nothing"
+    assert consistent_reveal(west, "go east", invented, east)  # another room, with the way back
+    assert not consistent_reveal(west, "go east", invented.replace("west, ", ""), east)
+    assert not consistent_reveal(
+        west, "go east", invented.replace("Carrying: nothing", "Carrying: lamp"), east
+    )
+
+
+def test_fidelity_is_reported_by_family_kind_and_who_answered() -> None:
+    from dreamgym_env.evaluation.fidelity import aggregate, score_transition
+
+    def real(action: str, next_state: str, done: bool = False, success: bool = False) -> Transition:
+        return Transition.of_step(
+            GAME,
+            episode_id="e",
+            step=0,
+            state=START,
+            action=action,
+            next_state=next_state,
+            reward=0.0,
+            done=done,
+            success=success,
+            source="real",
+        )
+
+    lost = real("eat key", "You lost.\nRoom: west room", done=True)
+    guess = ExperienceOutput(reasoning="", next_state="You lost.\nRoom: west room", done=True, success=False)
+    scores = [
+        score_transition(guess, lost, family="eat", kind="determined", answered_by="model"),
+        score_transition(None, real("take key", "x"), family="take", kind="determined", answered_by="none"),
+        score_transition(
+            guess, real("go east", "y"), family="go", kind="revealing", answered_by="memo", consistent=True
+        ),
+    ]
+    report = aggregate("m", scores, setting="learned")
+    assert report.setting == "learned" and report.loss_recall == 1.0 and report.loss_precision == 0.5
+    assert report.determined_change_exact == 0.5 and report.revealing_consistent == 1.0
+    assert report.by_family["eat"] == {
+        "n": 1,
+        "exact_match": 1.0,
+        "answered_by_model": 1.0,
+        "model_exact_match": 1.0,
+    }
+    assert report.by_answered_by["memo"]["n"] == 1 and report.by_kind["revealing"]["consistent"] == 1.0
+
+
+def test_dream_layout_forgets_contents_taken_out() -> None:
+    states = [
+        "Room: a\nExits: east\nHere: box (open, holds: key)\nCarrying: nothing",
+        "Done.\nRoom: a\nExits: east\nHere: box (open, empty)\nCarrying: key",
+        "Done.\nRoom: a\nExits: east\nHere: box (closed)\nCarrying: key",
+    ]
+    assert dream_layout(states, ["take key from box", "close box"]) == ""

@@ -180,6 +180,22 @@ class Domain(ABC):
         """
         return None
 
+    def step_kind(self, seen: Sequence[str], state: str, action: str, next_state: str) -> tuple[str, str]:
+        """A real step's verb family and kind (``observe``, ``no_change``, ``revealing``, ``determined``).
+
+        What fidelity is reported by: a *determined* step's outcome follows from what the episode showed
+        (``seen``: its states before ``state``), a *revealing* one shows something new that a learned
+        dream has to invent. By default the action's first word and ``"unknown"``.
+        """
+        return action.split(" ", 1)[0], "unknown"
+
+    def consistent_reveal(self, state: str, action: str, predicted: str, real: str) -> bool:
+        """Whether a predicted revealing step agrees with the real one wherever that one is determined.
+
+        By default only an exact match counts.
+        """
+        return " ".join(predicted.split()) == " ".join(real.split())
+
     def judge_step(
         self, task: Task, history: Sequence[Step], state: str, action: str, next_state: str
     ) -> StepOutcome | None:

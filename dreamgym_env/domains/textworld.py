@@ -38,10 +38,12 @@ from dreamgym_env.domains.textworld_state import (
     CanonicalState,
     admissible_commands,
     complete_state,
+    consistent_reveal,
     dream_layout,
     nearby_facts,
     parse_state,
     state_changes,
+    step_kind,
 )
 from dreamgym_env.types import Step, Task
 
@@ -275,6 +277,14 @@ class TextWorldDomain(Domain):
         if isinstance(world, str):
             return admissible_commands(state, world)
         return admissible_commands(state, any_key=True)
+
+    def step_kind(self, seen: Sequence[str], state: str, action: str, next_state: str) -> tuple[str, str]:
+        """The verb family and kind of a real step (:func:`~dreamgym_env.domains.textworld_state.step_kind`)."""
+        return step_kind(seen, state, action, next_state)
+
+    def consistent_reveal(self, state: str, action: str, predicted: str, real: str) -> bool:
+        """See :func:`~dreamgym_env.domains.textworld_state.consistent_reveal`."""
+        return consistent_reveal(state, action, predicted, real)
 
     def rule_state(self, task: Task, history: Sequence[Step], state: str, action: str) -> str | None:
         """``look``, ``inventory`` and ``examine ...`` change no fact: the state again, after ``Nothing happens.``.

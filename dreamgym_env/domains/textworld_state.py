@@ -35,6 +35,7 @@ __all__ = [
     "CanonicalState",
     "admissible_commands",
     "complete_state",
+    "consistent_reveal",
     "dream_layout",
     "exits_of",
     "layout_of",
@@ -43,6 +44,7 @@ __all__ = [
     "parse_state",
     "split_things",
     "state_changes",
+    "step_kind",
     "thing_of",
     "without",
     "world_part",
@@ -363,8 +365,9 @@ def nearby_facts(state: str, world: str, seen: Sequence[str] = (), action: str |
         names = {name for name in names if _names(action, name)}
     inside = {k: v for k, v in world_part(world, "Inside").items() if k in closed and k in names}
     keys = {k: v for k, v in world_part(world, "Keys").items() if k in names}
-    if inside:
-        lines.append(f"Inside: {'; '.join(f'{k}: {v}' for k, v in sorted(inside.items()))}")
+    held = sorted((name, listing) for name, listing in inside.items() if listing)
+    if held:
+        lines.append(f"Inside: {'; '.join(f'{k}: {v}' for k, v in held)}")
     if keys:
         lines.append(f"Keys: {'; '.join(f'{k}: {v}' for k, v in sorted(keys.items()))}")
     return "\n".join(lines)
@@ -399,17 +402,19 @@ def dream_layout(states: Sequence[str], actions: Sequence[str]) -> str:
                 links.setdefault(room, {}).setdefault(_OPPOSITE[direction], previous)
         for key in ("Here", "Carrying"):
             for item in split_things(parsed.lines[key]):
-                name, kind, held = thing_of(item)
-                if kind == "open":
-                    inside[name] = ", ".join(split_things(_item_parts(item)[3])) or ""
+                name, notes, word, listing = _item_parts(item)
+                if "open" in notes:  # what it holds now (nothing, if it reads "empty")
+                    inside[name] = listing if word == "holds" else ""
         before = parsed
     lines = []
     if links:
-        rooms = "; ".join(f"{room}: {', '.join(f'{d} {t}' for d, t in exits.items())}" for room, exits in links.items())
+        rooms = "; ".join(
+            f"{room}: {', '.join(f'{d} {t}' for d, t in exits.items())}" for room, exits in links.items()
+        )
         lines.append(f"Map: {rooms}")
-    held = {name: items for name, items in inside.items() if items}
+    held = sorted((name, listing) for name, listing in inside.items() if listing)
     if held:
-        lines.append(f"Inside: {'; '.join(f'{k}: {v}' for k, v in sorted(held.items()))}")
+        lines.append(f"Inside: {'; '.join(f'{k}: {v}' for k, v in held)}")
     return "\n".join(lines)
 
 
@@ -424,3 +429,79 @@ def _with_doors(line: str, doors: dict[str, str]) -> str:
         for old in ("open", "closed", "locked"):
             line = line.replace(f"({door}: {old})", f"({door}: {door_state})")
     return line
+
+
+_FAMILIES = {
+    "look": "observe",
+    "inventory": "observe",
+    "examine": "observe",
+    "goal": "observe",
+    **{
+        verb: verb
+        for verb in ("go", "take", "drop", "put", "insert", "open", "close", "lock", "unlock", "eat")
+    },
+}
+_NOTHING_HAPPENS = "Nothing happens."
+
+
+def step_kind(seen: Sequence[str], state: str, action: str, next_state: str) -> tuple[str, str]:
+    """A real step's verb family and kind, for scoring a simulator step by step.
+
+    The family is the command's verb (``look``, ``inventory``, ``examine`` are ``observe``; verbs of
+    cooking games ``other``). The kind says what a simulator could know of the outcome:
+
+    * ``observe``: a command that never changes the world;
+    * ``no_change``: the game refused it or nothing happened (``Nothing happens.``);
+    * ``revealing``: the outcome shows what the episode had not shown before: a room entered for the
+      first time, a container opened whose contents it had never seen. A learned dream invents these;
+    * ``determined``: any other change, which follows from what the episode has shown (take, drop,
+      put, insert, eat, open or close or lock or unlock of what was seen, a room entered again);
+    * ``unknown``: a state that is not canonical.
+
+    ``seen`` are the episode's states before ``state``.
+    """
+    family = _FAMILIES.get(action.split(" ", 1)[0], "other")
+    before, after = parse_state(state), parse_state(next_state)
+    if before is None or after is None:
+        return family, "unknown"
+    if family == "observe":
+        return family, "observe"
+    if after.result == _NOTHING_HAPPENS:
+        return family, "no_change"
+    shown = [p for p in (parse_state(text) for text in (*seen, state)) if p is not None]
+    if family == "go" and after.lines["Room"] not in {p.lines["Room"] for p in shown}:
+        return family, "revealing"
+    if family == "open":
+        target = action[len("open ") :]
+        opened = [thing_of(i) for key in _PLACES for i in split_things(after.lines[key])]
+        if any(name == target and kind == "open" for name, kind, _ in opened) and not any(
+            _shown_open(p, target) for p in shown
+        ):
+            return family, "revealing"
+    return family, "determined"
+
+
+def _shown_open(state: CanonicalState, name: str) -> bool:
+    """Whether ``state`` shows the container ``name`` open (so what it holds was seen)."""
+    return any(
+        thing_of(item)[:2] == (name, "open") for key in _PLACES for item in split_things(state.lines[key])
+    )
+
+
+def consistent_reveal(state: str, action: str, predicted: str, real: str) -> bool:
+    """Whether a predicted revealing step agrees with the real one wherever the real one is determined.
+
+    The result line and what is carried must match; a move must enter another room with an exit back
+    the way it came; an ``open`` must leave the room as it was, bar what the container shows. The
+    revealed room or contents may be the dream's own invention.
+    """
+    before, guess, truth = parse_state(state), parse_state(predicted), parse_state(real)
+    if before is None or guess is None or truth is None:
+        return False
+    if guess.result != truth.result or guess.lines["Carrying"] != truth.lines["Carrying"]:
+        return False
+    if truth.lines["Room"] != before.lines["Room"]:  # a move
+        back = _OPPOSITE.get(action.removeprefix("go "))
+        doors = {direction for direction, _, _ in exits_of(guess.lines["Exits"])}
+        return guess.lines["Room"] != before.lines["Room"] and back in doors
+    return guess.lines["Room"] == truth.lines["Room"] and guess.lines["Exits"] == truth.lines["Exits"]

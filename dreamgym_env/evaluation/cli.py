@@ -31,12 +31,16 @@ def _cmd_eval_fidelity(args: argparse.Namespace) -> int:
             print("--data needs --buffer, the replay buffer the SFT data was built from.")
             return 2
         cases, config = load_eval_cases(
-            args.buffer, args.data, limit=args.limit, seed=args.seed, split=args.split
+            args.buffer, args.data, limit=args.limit, seed=args.seed, split=args.split, setting=args.setting
         )
         where = f"held-out split {args.split!r}"
     if args.answer_format:
         config = replace(config, answer_format=args.answer_format)
-    print(f"{len(cases)} transitions from {len({c.task.task_id for c in cases})} tasks ({where})", flush=True)
+    print(
+        f"{len(cases)} transitions from {len({c.task.task_id for c in cases})} tasks ({where}), "
+        f"{config.setting} setting",
+        flush=True,
+    )
     runs: list[tuple[str, Any, Any]] = [(name, BASELINES[name], None) for name in args.baseline]
     if args.model:
         backend = OpenAIBackend(
@@ -62,7 +66,7 @@ def _cmd_eval_fidelity(args: argparse.Namespace) -> int:
         return 2
     for name, predictor, backend in runs:
         started = time.monotonic()
-        work = evaluate(name, predictor, cases, concurrency=args.concurrency)
+        work = evaluate(name, predictor, cases, concurrency=args.concurrency, setting=config.setting)
         report, records = asyncio.run(work if backend is None else backend.closing(work))
         extra = ""
         if args.judge_model:
@@ -99,6 +103,7 @@ def _cases_from_games(args: argparse.Namespace) -> tuple[list[Any], Any]:
         top_k=top_k if args.top_k is None else args.top_k,
         prompt_style=args.prompt_style or prompt_style(args.model),
         answer_format=answer_format(args.model),
+        setting=args.setting or "privileged",
     )
     cases = cases_from_games(
         find_games(args.games),
@@ -154,6 +159,13 @@ def add_evaluation_commands(commands: argparse._SubParsersAction) -> None:  # ty
         choices=["json", "state"],
         help="What the model answers (EnvConfig.answer_format; default: the SFT data's with --data, the "
         "shipped model's with --games, else json).",
+    )
+    p.add_argument(
+        "--setting",
+        choices=["learned", "privileged"],
+        help="What the simulator may see (EnvConfig.setting): 'learned' gives the model no hidden fact of "
+        "the game (layout, contents, goal), demonstrations of other games only and no replay; "
+        "'privileged' gives it the game's facts. Default: the SFT data's with --data, privileged with --games.",
     )
     p.add_argument("--out", required=True, help="Results folder (shared by successive runs).")
     p.add_argument("--base-url", default="http://127.0.0.1:8000/v1", help="The served model's endpoint.")

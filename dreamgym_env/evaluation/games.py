@@ -15,6 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from dreamgym_env.buffer import ReplayBuffer
+from dreamgym_env.domains import get_domain
 from dreamgym_env.errors import DataFormatError
 from dreamgym_env.training.sft_data import DemonstrationIndex, SFTBuildConfig, TransitionCase, build_cases
 from dreamgym_env.types import Transition
@@ -96,7 +97,8 @@ def cases_from_games(
             ]
     index = DemonstrationIndex(stored, "other_episodes") if stored else None
     try:
-        return list(build_cases(transitions, index, config.top_k))
+        learned_view = config.learned_view(get_domain(config.domain))
+        return list(build_cases(transitions, index, config.top_k, learned_view=learned_view))
     finally:
         if index is not None:
             index.close()

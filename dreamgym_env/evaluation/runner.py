@@ -12,10 +12,10 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from dreamgym_env.buffer import ReplayBuffer
-from dreamgym_env.config import EnvConfig
+from dreamgym_env.config import EnvConfig, Setting
 from dreamgym_env.domains import get_domain
 from dreamgym_env.errors import DataFormatError, PromptTooLongError
 from dreamgym_env.evaluation.fidelity import FidelityReport, TransitionScore, aggregate, score_transition
@@ -33,6 +33,7 @@ from dreamgym_env.training.sft_data import (
 
 __all__ = [
     "BASELINES",
+    "Answer",
     "EvalRecord",
     "Predictor",
     "evaluate",
@@ -42,8 +43,16 @@ __all__ = [
     "repeat_state",
 ]
 
-Predictor = Callable[[TransitionCase], Awaitable[ExperienceOutput | None]]
-"""Predicts one transition; ``None`` means no valid answer (a parse failure)."""
+
+class Answer(NamedTuple):
+    """A predictor's answer to one case: the transition (``None``: no valid answer) and who gave it."""
+
+    output: ExperienceOutput | None
+    answered_by: str
+
+
+Predictor = Callable[[TransitionCase], Awaitable[Answer]]
+"""Predicts one transition (:class:`Answer`)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,7 @@ def load_eval_cases(
     limit: int | None = None,
     seed: int = 0,
     split: Literal["eval", "eval_episodes"] = "eval",
+    setting: Setting | None = None,
 ) -> tuple[list[TransitionCase], SFTBuildConfig]:
     """The held-out transitions of the split recorded in ``data_dir``'s manifest, with their requests' facts.
 
@@ -75,9 +85,12 @@ def load_eval_cases(
         limit: Score at most this many transitions (a seeded sample, the same for every predictor).
         seed: Seeds the sample.
         split: ``"eval"`` (held-out tasks) or ``"eval_episodes"`` (held-out episodes of training tasks).
+        setting: Build the requests of this setting (default: the one the data was built in).
     """
     manifest = load_manifest(data_dir)
     config = SFTBuildConfig(**manifest.settings)
+    if setting is not None:
+        config = replace(config, setting=setting)
     with ReplayBuffer.open(buffer_path) as buffer:
         transitions = list(buffer.iter_transitions(domain=config.domain))
     splits, train_ids, eval_ids, _ = split_transitions(transitions, config)
@@ -89,7 +102,14 @@ def load_eval_cases(
         )
     index = DemonstrationIndex(splits["train"], config.demonstrations)
     try:
-        cases = list(build_cases(splits[split], index, config.top_k))
+        cases = list(
+            build_cases(
+                splits[split],
+                index,
+                config.top_k,
+                learned_view=config.learned_view(get_domain(config.domain)),
+            )
+        )
     finally:
         index.close()
     if limit is not None and len(cases) > limit:
@@ -114,12 +134,13 @@ def model_predictor(
             "max_admissible_actions": settings.max_admissible_actions,
             "prompt_style": settings.prompt_style,
             "answer_format": settings.answer_format,
+            "setting": settings.setting,
             "on_invalid_output": "fail_state",
         }
     )
     model = ExperienceModel(get_domain(config.domain), backend, env_config)
 
-    async def predict(case: TransitionCase) -> ExperienceOutput | None:
+    async def predict(case: TransitionCase) -> Answer:
         t = case.transition
         try:
             prediction = await model.apredict(
@@ -131,36 +152,38 @@ def model_predictor(
                 case.prev_admissible,
                 episode_id=t.episode_id,  # one endpoint per episode: its prefix stays cached there
             )
-        except PromptTooLongError:
-            return None  # the model cannot take this request: scored as a failure, like the env would fail
-        return prediction.output
+        except PromptTooLongError:  # the model cannot take this request: a failure, as the env would fail
+            return Answer(None, "model")
+        return Answer(prediction.output, prediction.answered_by)
 
     return predict
 
 
-async def repeat_state(case: TransitionCase) -> ExperienceOutput:
+async def repeat_state(case: TransitionCase) -> Answer:
     """Trivial baseline: nothing happens (the state and its commands stay; the episode goes on)."""
-    return ExperienceOutput(
+    output = ExperienceOutput(
         reasoning="",
         next_state=case.transition.state,
         admissible_actions=case.prev_admissible,
         done=False,
         success=False,
     )
+    return Answer(output, "baseline")
 
 
-async def nearest_transition(case: TransitionCase) -> ExperienceOutput:
+async def nearest_transition(case: TransitionCase) -> Answer:
     """Retrieval baseline: the outcome of the most similar training transition (the top demonstration)."""
     if not case.demonstrations:
         return await repeat_state(case)
     demo = case.demonstrations[0]
-    return ExperienceOutput(
+    output = ExperienceOutput(
         reasoning="",
         next_state=demo.next_state,
         admissible_actions=list(demo.metadata.get("admissible_actions") or []),
         done=demo.done,
         success=demo.success,
     )
+    return Answer(output, "baseline")
 
 
 BASELINES: dict[str, Predictor] = {"repeat-state": repeat_state, "nearest-transition": nearest_transition}
@@ -168,15 +191,31 @@ BASELINES: dict[str, Predictor] = {"repeat-state": repeat_state, "nearest-transi
 
 
 async def evaluate(
-    name: str, predictor: Predictor, cases: Sequence[TransitionCase], *, concurrency: int = 16
+    name: str,
+    predictor: Predictor,
+    cases: Sequence[TransitionCase],
+    *,
+    concurrency: int = 16,
+    setting: str | None = None,
 ) -> tuple[FidelityReport, list[EvalRecord]]:
-    """Score ``predictor`` on every case, ``concurrency`` requests at a time."""
+    """Score ``predictor`` on every case, ``concurrency`` requests at a time.
+
+    Each step is also scored by its verb family and kind (:meth:`Domain.step_kind`) and who answered
+    it; ``setting`` is recorded in the report.
+    """
     gate = asyncio.Semaphore(concurrency)
 
     async def one(case: TransitionCase) -> EvalRecord:
         async with gate:
-            output = await predictor(case)
+            output, answered_by = await predictor(case)
         t = case.transition
+        domain = get_domain(t.domain)
+        family, kind = domain.step_kind([s.state for s in case.history], t.state, t.action, t.next_state)
+        consistent = None
+        if kind == "revealing":
+            consistent = output is not None and domain.consistent_reveal(
+                t.state, t.action, output.next_state, t.next_state
+            )
         return EvalRecord(
             task_id=t.task_id,
             episode_id=t.episode_id,
@@ -184,11 +223,18 @@ async def evaluate(
             action=t.action,
             real_next_state=t.next_state,
             predicted=None if output is None else output.model_dump(),
-            score=score_transition(output, t),
+            score=score_transition(
+                output,
+                t,
+                family=family,
+                kind=kind,
+                answered_by=answered_by if output is not None else "none",
+                consistent=consistent,
+            ),
         )
 
     records = list(await asyncio.gather(*(one(c) for c in cases)))
-    return aggregate(name, [r.score for r in records]), records
+    return aggregate(name, [r.score for r in records], setting), records
 
 
 def with_name(report: FidelityReport, name: str) -> FidelityReport:

@@ -109,7 +109,11 @@ class StepMemo:
             for t in transitions:
                 if t.source == "sim":
                     continue
-                facts = t.task_metadata if self.fact_keys is None else facts_shown(t.task_metadata, self.fact_keys)
+                facts = (
+                    t.task_metadata
+                    if self.fact_keys is None
+                    else facts_shown(t.task_metadata, self.fact_keys)
+                )
                 key = (task_fingerprint(t.task_id, t.task, facts), t.state, t.action)
                 if key not in self._real:
                     added += 1

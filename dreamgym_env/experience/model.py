@@ -233,7 +233,9 @@ class ExperienceModel:
                 memo.put(key, prediction.output)
             return prediction
         rejudged = (
-            None if prediction.output is None else self._rejudged(prediction.output, task, history, state, action)
+            None
+            if prediction.output is None
+            else self._rejudged(prediction.output, task, history, state, action)
         )
         if rejudged is None:  # the identical request in flight got nothing usable: ask anew
             return await ask()
@@ -338,7 +340,9 @@ class ExperienceModel:
         a deterministic domain, and only a recorded one (``real`` or ``offline``): a simulated
         transition is the model's own guess. The ending is still ruled by :meth:`_complete`, as for a model's answer.
         """
-        if not (self.config.replay_real and self.config.setting == "privileged" and self.domain.deterministic):
+        if not (
+            self.config.replay_real and self.config.setting == "privileged" and self.domain.deterministic
+        ):
             return None
         recorded = None if self.memo is None else self.memo.real(fingerprint, state, action)
         if recorded is not None:

@@ -24,12 +24,12 @@ from __future__ import annotations
 import json
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from dreamgym_env.config import AnswerFormat, EnvConfig, PromptStyle
+from dreamgym_env.config import AnswerFormat, EnvConfig, PromptStyle, Setting
 from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.errors import ConfigError, DataFormatError
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
@@ -83,6 +83,9 @@ class SFTBuildConfig:
             for a model that learns the rules from these examples.
         answer_format: The env's ``answer_format``: ``"json"`` completions are the JSON transition,
             ``"state"`` ones the next state alone, in the domain's answer form.
+        setting: The env's ``setting``: ``"learned"`` prompts carry no hidden fact of the task
+            (:meth:`Domain.learned_view`) and demonstrations of other tasks only, whatever
+            ``demonstrations`` says; ``"privileged"`` ones carry the task's facts.
     """
 
     domain: str = "textworld"
@@ -98,9 +101,12 @@ class SFTBuildConfig:
     demonstrations: Literal["other_tasks", "other_episodes"] = "other_tasks"
     prompt_style: PromptStyle = "full"
     answer_format: AnswerFormat = "json"
+    setting: Setting = "privileged"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "heldout_tasks", tuple(self.heldout_tasks))
+        if self.setting not in ("learned", "privileged"):
+            raise ConfigError(f"setting must be 'learned' or 'privileged', got {self.setting!r}.")
         if self.demonstrations not in ("other_tasks", "other_episodes"):
             raise ConfigError(
                 f"demonstrations must be 'other_tasks' or 'other_episodes', got {self.demonstrations!r}."
@@ -112,6 +118,10 @@ class SFTBuildConfig:
         if self.top_k < 0 or (self.history_window is not None and self.history_window < 0):
             raise ConfigError("top_k and history_window must be >= 0 (history_window None keeps all).")
 
+    def learned_view(self, domain: Domain) -> Callable[[Task], Task] | None:
+        """What :func:`build_cases` takes for this setting: the domain's learned view, or ``None`` (privileged)."""
+        return domain.learned_view if self.setting == "learned" else None
+
     def env_config(self) -> EnvConfig:
         """The env settings that reproduce these prompts at inference time."""
         return EnvConfig(
@@ -120,6 +130,7 @@ class SFTBuildConfig:
             max_admissible_actions=self.max_admissible_actions,
             prompt_style=self.prompt_style,
             answer_format=self.answer_format,
+            setting=self.setting,
         )
 
 
@@ -281,11 +292,16 @@ class DemonstrationIndex:
         if transitions:
             self._buffer.add_many(list(transitions))
 
-    def retrieve(self, transition: Transition, k: int) -> tuple[Transition, ...]:
-        """Up to ``k`` demonstrations for ``transition`` (from other tasks, or other episodes), best first."""
+    def retrieve(
+        self, transition: Transition, k: int, *, other_tasks: bool = False
+    ) -> tuple[Transition, ...]:
+        """Up to ``k`` demonstrations for ``transition`` (from other tasks, or other episodes), best first.
+
+        ``other_tasks`` takes them from other tasks whatever the index's scope (the learned setting).
+        """
         if k <= 0:
             return ()
-        if self.scope == "other_episodes":
+        if self.scope == "other_episodes" and not other_tasks:
             hits = self._buffer.search(
                 transition.state,
                 transition.action,
@@ -303,14 +319,27 @@ class DemonstrationIndex:
 
 
 def build_cases(
-    transitions: Iterable[Transition], demonstrations: DemonstrationIndex | None, top_k: int
+    transitions: Iterable[Transition],
+    demonstrations: DemonstrationIndex | None,
+    top_k: int,
+    *,
+    learned_view: Callable[[Task], Task] | None = None,
 ) -> Iterator[TransitionCase]:
-    """Every transition with its task, full history (the model applies the window) and demonstrations."""
+    """Every transition with its task, full history (the model applies the window) and demonstrations.
+
+    ``learned_view`` (a domain's :meth:`Domain.learned_view`) builds the cases of the learned setting:
+    the task without its hidden facts, and demonstrations of other tasks only.
+    """
     for steps in episodes_of(transitions).values():
         history: list[Step] = []
         for t in steps:
-            demos = demonstrations.retrieve(t, top_k) if demonstrations is not None else ()
-            yield TransitionCase(task_of(t), tuple(history), demos, t)
+            demos = (
+                ()
+                if demonstrations is None
+                else demonstrations.retrieve(t, top_k, other_tasks=bool(learned_view))
+            )
+            task = task_of(t) if learned_view is None else learned_view(task_of(t))
+            yield TransitionCase(task, tuple(history), demos, t)
             history.append(Step(state=t.state, action=t.action))
 
 
@@ -384,7 +413,7 @@ def build_sft_dataset(
     try:
         for split, items in splits.items():
             with (out / _SPLIT_FILES[split]).open("w", encoding="utf-8") as f:
-                for case in build_cases(items, index, config.top_k):
+                for case in build_cases(items, index, config.top_k, learned_view=config.learned_view(domain)):
                     example = _example(model, case, config)
                     if (
                         config.max_prompt_chars is not None

@@ -179,7 +179,9 @@ def test_the_simulator_completes_change_answers_and_lists_the_commands_itself() 
     after = parse_state(next_state)
     assert after is not None and after.result == "Done." and after.lines["Carrying"] == "knife"
     assert after.lines["Room"] == before.lines["Room"] and after.lines["Exits"] == before.lines["Exits"]
-    assert info["admissible_actions"] == admissible_commands(next_state, any_key=True)  # no layout: no key known
+    assert info["admissible_actions"] == admissible_commands(
+        next_state, any_key=True
+    )  # no layout: no key known
     assert "drop knife" in info["admissible_actions"] and "fly" not in info["admissible_actions"]
 
 

@@ -209,3 +209,36 @@ def test_success_f1_combines_precision_and_recall():
     assert report.success_f1 == pytest.approx(0.5)
     assert aggregate("m", [score(False, False)]).success_f1 is None
     assert aggregate("m", [score(True, False)]).success_f1 == 0.0
+
+
+def test_the_learned_setting_hides_the_games_facts_and_its_own_demonstrations(tmp_path):
+    """The same held-out cases in both settings: only the privileged ones carry the layout and goal."""
+    from dreamgym_env.buffer import ReplayBuffer
+
+    facts = {"world": "Map: secret-layout", "goal": "in(key, I)"}
+    rows = [
+        t.model_copy(update={"metadata": {**t.metadata, "task_metadata": facts}})
+        for t in _data(tasks=6, episodes=2)
+    ]
+    path = str(tmp_path / "buffer.sqlite")
+    with ReplayBuffer.open(path, dedup="episode") as buffer:
+        buffer.add_many(rows)
+        build_sft_dataset(
+            buffer.iter_transitions(),
+            tmp_path / "sft",
+            SFTBuildConfig(top_k=1, eval_fraction=0.3, demonstrations="other_episodes"),
+        )
+    privileged, config = load_eval_cases(path, tmp_path / "sft")
+    learned, learned_config = load_eval_cases(path, tmp_path / "sft", setting="learned")
+    assert config.setting == "privileged" and learned_config.setting == "learned"
+    assert all(c.task.metadata == facts for c in privileged)
+    assert all(not c.task.metadata for c in learned)
+    assert all(d.task_id != c.task.task_id for c in learned for d in c.demonstrations)
+
+    backend = ScriptedBackend(lambda request: _out("nothing"))
+    report, records = run_sync(
+        evaluate("learned", model_predictor(backend, learned_config), learned, setting="learned")
+    )
+    assert report.setting == "learned" and report.by_answered_by["model"]["n"] == len(learned)
+    assert all("secret-layout" not in str(r.messages) for r in backend.requests)
+    assert {r.score.family for r in records} == {"go", "take"}
