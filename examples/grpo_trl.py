@@ -341,15 +341,16 @@ def main(args: Args) -> None:
         after[s], training[s] = done["real"], done["training"]
 
     def table(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
-        return {
-            split: {
-                "mean": statistics.mean(runs[s][split]["success"] for s in seeds),
-                "std": statistics.pstdev(runs[s][split]["success"] for s in seeds),
-                "seeds": {str(s): runs[s][split]["success"] for s in seeds},
+        def row(split: str) -> dict[str, Any]:
+            values = [runs[s][split]["success"] for s in seeds]
+            return {
+                "mean": statistics.mean(values),
+                "std": statistics.stdev(values) if len(values) > 1 else 0.0,  # sample std, across seeds
+                "seeds": {str(s): v for s, v in zip(seeds, values, strict=True)},
                 "episodes": runs[seeds[0]][split]["episodes"],
             }
-            for split in ("heldout", "train")
-        }
+
+        return {split: row(split) for split in ("heldout", "train")}
 
     summary = {
         "before": table(before),
