@@ -29,6 +29,7 @@ def _cmd_build_sft(args: argparse.Namespace) -> int:
         demonstrations=args.demonstrations,
         prompt_style=args.prompt_style,
         answer_format=args.answer_format,
+        setting=args.setting,
     )
     # Only the rows are read, through the store opened read-only: the file stays as it is, a missing
     # one is not created, and no embedder is needed (one other than the buffer's would re-embed it).
@@ -215,6 +216,14 @@ def add_training_commands(commands: argparse._SubParsersAction) -> None:  # type
         help="'state': completions are the next state alone, as plain text, for a domain whose rules list "
         "the actions and decide the ending (TextWorld); the env serving the model must use the same "
         "answer_format.",
+    )
+    b.add_argument(
+        "--setting",
+        default="privileged",
+        choices=["learned", "privileged"],
+        help="'learned': prompts carry none of the task's hidden facts (a game's layout, contents, goal) "
+        "and demonstrations of other tasks only, as the env's setting='learned' asks; 'privileged': the "
+        "task's facts are in every prompt. The env serving the model must use the same setting.",
     )
     b.set_defaults(func=_cmd_build_sft)
 

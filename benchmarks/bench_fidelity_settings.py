@@ -1,0 +1,365 @@
+"""A TextWorld experience model in the learned and the privileged setting, on games no suite uses.
+
+Makes ``--per-family`` games of each of the game suite's families (custom, treasure hunter, coin
+collector, tw-simple) from seeds at 9,000,000 and up, which neither the suite's training nor its
+held-out games use, and measures the served model three ways in each setting:
+
+1. **Transitions**: every real transition of an expert and ``--episodes - 1`` noisy-expert episodes per
+   game is asked of the model with the real history (``dreamgym eval-fidelity``'s runner), beside the
+   model-free baselines: by verb family, by step kind (determined changes scored by exact match,
+   revealing ones by consistency) and by who answered; win and loss recall and precision.
+2. **The walkthrough in the dream**: the expert's real actions played in the simulated env, from
+   the game's first state; paid when the dream ends the episode with its win.
+3. **A random policy in the dream and in the real game**: ``--random-episodes`` episodes per game of
+   random admissible commands, ``--max-steps`` steps at most, in both; success per family, who
+   answered the simulated steps, and in the dream the revisits that contradict what the episode
+   showed of a room (its things, its exits).
+
+The model sees, in the privileged setting, the game's layout and goal; in the learned one, neither:
+only the instruction, the first state, the episode and demonstrations of other games (the shipped
+model's own), the layout its episode showed itself kept by the env. Writes one JSON.
+
+    python benchmarks/bench_fidelity_settings.py --out docs/results/fidelity_textworld_settings.json
+    python benchmarks/bench_fidelity_settings.py --base-url http://127.0.0.1:8000/v1   # a server already running
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import statistics
+import sys
+import time
+import warnings
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from _harness import ROOT, arg_parser, git_commit, write_json
+
+warnings.filterwarnings("ignore")
+
+import gymnasium as gym  # noqa: E402
+
+import dreamgym_env  # noqa: E402, F401 - registers the ids
+from dreamgym_env.domains.textworld_state import parse_state, split_things  # noqa: E402
+from dreamgym_env.evaluation.fidelity import FidelityReport, aggregate  # noqa: E402
+from dreamgym_env.evaluation.runner import BASELINES, EvalRecord, evaluate, model_predictor  # noqa: E402
+from dreamgym_env.experience.backends.openai_http import OpenAIBackend  # noqa: E402
+from dreamgym_env.real.textworld import play_noisy_expert, tasks_from_games  # noqa: E402
+from dreamgym_env.real.textworld_suite import _make_one, recipe_for  # noqa: E402
+from dreamgym_env.rollout import Episode, EpisodeJob, RandomPolicy, aplay_on_envs  # noqa: E402
+from dreamgym_env.serving.shipped import (  # noqa: E402
+    recommended_env_kwargs,
+    serve_shipped_model,
+    shipped_model_dir,
+    weights_checksum,
+)
+from dreamgym_env.training.sft_data import DemonstrationIndex, SFTBuildConfig, build_cases  # noqa: E402
+from dreamgym_env.types import Task, Transition  # noqa: E402
+
+FAMILIES = ("custom", "tw-treasure_hunter", "tw-coin_collector", "tw-simple")
+UNSEEN_SEED = 9_000_000
+"""First seed of these games: the suite uses 0 + i (training) and 1,000,000 + i (held out)."""
+SETTINGS = ("privileged", "learned")
+
+
+def make_games(folder: Path, per_family: int) -> dict[str, list[str]]:
+    """``per_family`` games of each family, from the first unseen seeds whose drawn recipe is of it."""
+    chosen: dict[str, list[tuple[int, Any]]] = {f: [] for f in FAMILIES}
+    seed = UNSEEN_SEED
+    while any(len(v) < per_family for v in chosen.values()):
+        recipe = recipe_for(seed)
+        if len(chosen[recipe[0]]) < per_family:
+            chosen[recipe[0]].append((seed, recipe))
+        seed += 1
+    games: dict[str, list[str]] = {}
+    for family, picks in chosen.items():
+        games[family] = [_make_one(str(folder), ("heldout", i, s, r)).path for i, (s, r) in enumerate(picks)]
+    return games
+
+
+def family_of(task_id: str, games: dict[str, list[str]]) -> str:
+    """The game family of a task id (``textworld-<file stem>``)."""
+    for family, paths in games.items():
+        if any(task_id == f"textworld-{Path(p).stem}" for p in paths):
+            return family
+    return "unknown"
+
+
+@contextlib.contextmanager
+def served(base_url: str | None) -> Iterator[str]:
+    """The base URL of the shipped model: ``base_url``, or a server started here for the run."""
+    if base_url:
+        yield base_url
+        return
+    server = serve_shipped_model("textworld")
+    try:
+        yield server.base_url
+    finally:
+        server.stop()
+
+
+def report_dict(report: FidelityReport) -> dict[str, Any]:
+    """A report without its name (the JSON's keys say what it is)."""
+    return {k: v for k, v in report.as_dict().items() if k != "name"}
+
+
+def by_family(records: Sequence[EvalRecord], games: dict[str, list[str]], setting: str) -> dict[str, Any]:
+    """The report of each game family's transitions."""
+    grouped: dict[str, list[EvalRecord]] = defaultdict(list)
+    for r in records:
+        grouped[family_of(r.task_id, games)].append(r)
+    return {f: report_dict(aggregate(f, [r.score for r in rs], setting)) for f, rs in sorted(grouped.items())}
+
+
+def score_transitions(
+    base_url: str,
+    real: list[Transition],
+    demos: list[Transition],
+    games: dict[str, list[str]],
+    concurrency: int,
+) -> dict[str, Any]:
+    """The model and the baselines on every real transition, in both settings (the same samples)."""
+    kwargs = recommended_env_kwargs("textworld")
+    out: dict[str, Any] = {}
+    for setting in SETTINGS:
+        config = SFTBuildConfig(
+            domain="textworld",
+            history_window=kwargs["history_window"],
+            top_k=kwargs["top_k"],
+            prompt_style=kwargs["prompt_style"],
+            answer_format=kwargs["answer_format"],
+            demonstrations="other_episodes",
+            setting=setting,  # type: ignore[arg-type]
+        )
+        index = DemonstrationIndex(demos, "other_episodes")
+        try:
+            domain = dreamgym_env.get_domain("textworld")
+            cases = list(build_cases(real, index, config.top_k, learned_view=config.learned_view(domain)))
+        finally:
+            index.close()
+        rows: dict[str, Any] = {}
+        backend = OpenAIBackend(
+            dreamgym_env.BackendConfig(
+                base_url=base_url,
+                model="textworld",
+                temperature=0.0,
+                max_tokens=kwargs["max_tokens"],
+                max_concurrency=concurrency,
+                timeout=300.0,
+            )
+        )
+        asked_once = dreamgym_env.EnvConfig(parse_retries=0)  # as the shipped model is played
+        predictors: dict[str, tuple[Any, Any]] = {
+            "model": (model_predictor(backend, config, asked_once), backend),
+            **{name: (baseline, None) for name, baseline in BASELINES.items()},
+        }
+        for name, (predictor, owner) in predictors.items():
+            started = time.perf_counter()
+            work = evaluate(name, predictor, cases, concurrency=concurrency, setting=setting)
+            report, records = asyncio.run(work if owner is None else owner.closing(work))
+            rows[name] = {
+                **report_dict(report),
+                "seconds": round(time.perf_counter() - started, 1),
+                "by_game_family": by_family(records, games, setting),
+            }
+            print(
+                f"{setting:10s} {name:18s} n={report.transitions} EM={report.exact_match:.3f} "
+                f"determined={report.determined_change_exact} revealing={report.revealing_consistent} "
+                f"win R/P={report.success_recall}/{report.success_precision} "
+                f"loss R/P={report.loss_recall}/{report.loss_precision}",
+                flush=True,
+            )
+        out[setting] = rows
+    return out
+
+
+def sim_env(base_url: str, tasks: list[Task], setting: str, max_steps: int) -> gym.Env:  # type: ignore[type-arg]
+    """A simulated TextWorld env of the shipped model, in ``setting``."""
+    return gym.make(
+        "DreamGym/TextWorld-v0",
+        tasks=tasks,
+        base_url=base_url,
+        max_steps=max_steps,
+        setting=setting,
+        **recommended_env_kwargs("textworld"),
+    )
+
+
+def contradictions(episode: Episode) -> tuple[int, int]:
+    """(revisits, revisits that contradict the episode): a room entered again must read as last shown.
+
+    Its things (``Here``) and its exits' directions, as the episode's last state in that room showed
+    them; door states may differ (a door opened from its other side).
+    """
+    last: dict[str, tuple[str, frozenset[str]]] = {}
+    revisits = bad = 0
+    for i, text in enumerate(episode.observations):
+        parsed = parse_state(text)
+        if parsed is None:
+            continue
+        room = parsed.lines["Room"]
+        exits = frozenset(item.split(" (")[0] for item in split_things(parsed.lines["Exits"]))
+        seen = (parsed.lines["Here"], exits)
+        if i and episode.actions[i - 1].startswith("go ") and room in last:
+            revisits += 1
+            bad += last[room] != seen
+        last[room] = seen
+    return revisits, bad
+
+
+def play_dream(
+    base_url: str,
+    tasks: list[Task],
+    setting: str,
+    jobs: list[tuple[Task, list[str] | None, int]],
+    max_steps: int,
+    concurrency: int,
+) -> list[tuple[Episode, Counter[str]]]:
+    """Play each job (a task; a fixed action list, or None for random admissible commands; a seed) in the dream."""
+    envs = [sim_env(base_url, tasks, setting, max_steps).unwrapped for _ in range(concurrency)]
+    answered: list[Counter[str]] = [Counter() for _ in jobs]
+    randoms = [RandomPolicy(seed=seed) for _, _, seed in jobs]
+
+    async def policy(k: int, observation: str, info: dict[str, Any]) -> str:
+        if "answered_by" in info:
+            answered[k][str(info["answered_by"])] += 1
+        script = jobs[k][1]
+        if script is None:
+            return randoms[k](observation, info)
+        step = int(info.get("step", 0))
+        return script[step] if step < len(script) else "look"
+
+    work = [EpisodeJob(seed, {"task": task}) for task, _, seed in jobs]
+
+    async def run() -> list[Episode]:
+        try:
+            return await aplay_on_envs(envs, work, policy)
+        finally:
+            for env in envs:
+                await env.backend.aclose()
+
+    episodes = asyncio.run(run())
+    return list(zip(episodes, answered, strict=True))
+
+
+def play_real_random(game: str, episodes: int, max_steps: int, seed: int) -> list[bool]:
+    """Success of ``episodes`` random-policy episodes of one real game."""
+    env = gym.make("DreamGym/TextWorld-Real-v0", game_files=[game], max_steps=max_steps)
+    policy = RandomPolicy(seed=seed)
+    wins = []
+    for e in range(episodes):
+        obs, info = env.reset(seed=seed * 100 + e)
+        while True:
+            obs, _, terminated, truncated, info = env.step(policy(obs, info))
+            if terminated or truncated:
+                wins.append(bool(info.get("success")))
+                break
+    env.close()
+    return wins
+
+
+def main() -> int:
+    parser = arg_parser(__doc__)
+    parser.add_argument("--per-family", type=int, default=8)
+    parser.add_argument("--episodes", type=int, default=2, help="Real episodes per game for transitions.")
+    parser.add_argument("--random-episodes", type=int, default=4, help="Random-policy episodes per game.")
+    parser.add_argument("--max-steps", type=int, default=30)
+    parser.add_argument("--games-dir", default=str(ROOT / "runs" / "unseen_games"))
+    parser.add_argument("--base-url")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--out", default=str(ROOT / "docs" / "results" / "fidelity_textworld_settings.json"))
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    games = make_games(Path(args.games_dir), args.per_family)
+    paths = [p for family in FAMILIES for p in games[family]]
+    real = [
+        t
+        for i, game in enumerate(paths)
+        for t in play_noisy_expert(game, args.episodes, 0.4, args.max_steps, i)
+    ]
+    print(
+        f"{len(paths)} games, {len(real)} real transitions ({time.perf_counter() - started:.0f}s)", flush=True
+    )
+    from dreamgym_env.serving.shipped import shipped_demonstrations
+
+    demo_buffer = shipped_demonstrations("textworld")
+    demos = [t for t in demo_buffer.iter_transitions()] if demo_buffer is not None else []
+    tasks = tasks_from_games(paths)
+    by_id = {t.task_id: t for t in tasks}
+    walkthroughs = {
+        t.task_id: [s.action for s in real if s.episode_id == t.episode_id]
+        for t in real
+        if t.step == 0 and t.metadata.get("policy") == "expert"
+    }
+    real_random: dict[str, list[bool]] = {}
+    for i, game in enumerate(paths):
+        real_random[f"textworld-{Path(game).stem}"] = play_real_random(
+            game, args.random_episodes, args.max_steps, i
+        )
+
+    result: dict[str, Any] = {
+        "commit": git_commit(),
+        "model": "textworld",
+        "weights_sha256": weights_checksum(shipped_model_dir("textworld")),
+        "games": {f: [Path(p).name for p in ps] for f, ps in games.items()},
+        "real_transitions": len(real),
+        "settings": {},
+    }
+    with served(args.base_url) as base_url:
+        transitions = score_transitions(base_url, real, demos, games, args.concurrency)
+        for setting in SETTINGS:
+            expert_jobs = [(by_id[tid], actions, 0) for tid, actions in sorted(walkthroughs.items())]
+            expert = play_dream(
+                base_url,
+                tasks,
+                setting,
+                expert_jobs,
+                len(max(walkthroughs.values(), key=len)) + 1,
+                args.concurrency,
+            )
+            random_jobs = [
+                (by_id[tid], None, 1000 * i + e)
+                for i, tid in enumerate(sorted(real_random))
+                for e in range(args.random_episodes)
+            ]
+            randoms = play_dream(base_url, tasks, setting, random_jobs, args.max_steps, args.concurrency)
+            per_family: dict[str, Any] = {}
+            for family in FAMILIES:
+                ids = {f"textworld-{Path(p).stem}" for p in games[family]}
+                paid = [ep.success for ep, _ in expert if ep.task_id in ids]
+                dream = [ep.success for ep, _ in randoms if ep.task_id in ids]
+                real_wins = [w for tid in ids for w in real_random[tid]]
+                answered = sum((c for ep, c in randoms if ep.task_id in ids), Counter())
+                revisits = [contradictions(ep) for ep, _ in randoms if ep.task_id in ids]
+                per_family[family] = {
+                    "walkthrough_paid": sum(paid) / len(paid) if paid else None,
+                    "random_success_dream": statistics.mean(dream) if dream else None,
+                    "random_success_real": statistics.mean(real_wins) if real_wins else None,
+                    "random_episodes": len(dream),
+                    "answered_by": dict(answered),
+                    "revisits": sum(r for r, _ in revisits),
+                    "contradictions": sum(b for _, b in revisits),
+                }
+            everything = sum((c for _, c in randoms), Counter())
+            result["settings"][setting] = {
+                "transitions": transitions[setting],
+                "walkthrough_paid": sum(ep.success for ep, _ in expert) / len(expert),
+                "random_policy": per_family,
+                "random_answered_by": dict(everything),
+                "random_model_share": everything["model"] / max(1, sum(everything.values())),
+            }
+            print(setting, "walkthrough paid", result["settings"][setting]["walkthrough_paid"], flush=True)
+            for family, row in per_family.items():
+                print(f"  {family}: {row}", flush=True)
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    write_json(args.out, result)
+    print(f"-> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
