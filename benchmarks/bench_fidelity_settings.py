@@ -52,8 +52,10 @@ from dreamgym_env.real.textworld_suite import _make_one, recipe_for  # noqa: E40
 from dreamgym_env.rollout import Episode, EpisodeJob, RandomPolicy, aplay_on_envs  # noqa: E402
 from dreamgym_env.serving.shipped import (  # noqa: E402
     recommended_env_kwargs,
+    servable_folder,
     serve_shipped_model,
     shipped_model_dir,
+    shipped_server,
     weights_checksum,
 )
 from dreamgym_env.training.sft_data import DemonstrationIndex, SFTBuildConfig, build_cases  # noqa: E402
@@ -89,12 +91,19 @@ def family_of(task_id: str, games: dict[str, list[str]]) -> str:
 
 
 @contextlib.contextmanager
-def served(base_url: str | None) -> Iterator[str]:
-    """The base URL of the shipped model: ``base_url``, or a server started here for the run."""
+def served(base_url: str | None, model_dir: str | None) -> Iterator[str]:
+    """The base URL of the model: ``base_url``, or a server started here for the run.
+
+    The server serves the shipped model, or the packaged model folder ``model_dir`` (a model trained
+    with the shipped one's prompt settings, e.g. in the learned setting), as the package serves its own.
+    """
     if base_url:
         yield base_url
         return
-    server = serve_shipped_model("textworld")
+    if model_dir is None:
+        server = serve_shipped_model("textworld")
+    else:
+        server = shipped_server(servable_folder(Path(model_dir), "textworld"), "textworld").start()
     try:
         yield server.base_url
     finally:
@@ -268,7 +277,12 @@ def main() -> int:
     parser.add_argument("--random-episodes", type=int, default=4, help="Random-policy episodes per game.")
     parser.add_argument("--max-steps", type=int, default=30)
     parser.add_argument("--games-dir", default=str(ROOT / "runs" / "unseen_games"))
-    parser.add_argument("--base-url")
+    parser.add_argument("--base-url", help="A served model (default: serve it here).")
+    parser.add_argument(
+        "--model-dir",
+        help="A packaged model folder to serve and score instead of the shipped one "
+        "(scripts/package_textworld_model.py), trained with the shipped model's prompt settings.",
+    )
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--out", default=str(ROOT / "docs" / "results" / "fidelity_textworld_settings.json"))
     args = parser.parse_args()
@@ -304,12 +318,13 @@ def main() -> int:
     result: dict[str, Any] = {
         "commit": git_commit(),
         "model": "textworld",
-        "weights_sha256": weights_checksum(shipped_model_dir("textworld")),
+        "model_dir": args.model_dir or "dreamgym_env/models/textworld",
+        "weights_sha256": weights_checksum(args.model_dir or shipped_model_dir("textworld")),
         "games": {f: [Path(p).name for p in ps] for f, ps in games.items()},
         "real_transitions": len(real),
         "settings": {},
     }
-    with served(args.base_url) as base_url:
+    with served(args.base_url, args.model_dir) as base_url:
         transitions = score_transitions(base_url, real, demos, games, args.concurrency)
         for setting in SETTINGS:
             expert_jobs = [(by_id[tid], actions, 0) for tid, actions in sorted(walkthroughs.items())]

@@ -18,8 +18,12 @@
 #
 # Usage: scripts/build_textworld_model.sh    (see docs/experience_model.md for the time; OUT=runs/textworld_model)
 # Knobs (environment): OUT BASE ANSWER_FORMAT SCHEDULES STEPS STOP_AT BATCH TRAIN_GAMES HELDOUT_GAMES EPISODES
-#   SAVE_STEPS SITTING_SECONDS SKIP_EVAL PYTHON; BASE=scratch, gemma3-270m or smollm2-135m-instruct (all 30
-#   layers, JSON answers: the model shipped before) score a comparison row instead of shipping
+#   SAVE_STEPS SITTING_SECONDS SKIP_EVAL PYTHON SETTING; BASE=scratch, gemma3-270m or smollm2-135m-instruct
+#   (all 30 layers, JSON answers: the model shipped before) score a comparison row instead of shipping.
+#   SETTING=learned trains on learned-setting prompts (no layout or goal of the game, demonstrations of other
+#   games, the layout the episode showed itself: `build-sft --setting learned`) into its own SFT and model
+#   folders, packages the model into $OUT/package-learned and scores it in both settings with
+#   benchmarks/bench_fidelity_settings.py (docs/results/fidelity_textworld_settings_learned.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -76,9 +80,12 @@ fi
 stamp "2/4 SFT data"
 # One folder per answer format; scoring reads the scored model's own (the held-out split is the same in each).
 SFT="$OUT/sft"; [ "$ANSWER_FORMAT" = json ] || SFT="$OUT/sft-$ANSWER_FORMAT"
+SETTING=${SETTING:-privileged}
+if [ "$SETTING" = learned ]; then SFT="$SFT-learned"; MODEL_DIR="$MODEL_DIR-learned"; fi
 [ -f "$SFT/manifest.json" ] || "${DREAMGYM[@]}" build-sft --buffer "$OUT/buffer.sqlite" --out "$SFT" --history-window "$HISTORY_WINDOW" \
     --top-k "$TOP_K" --heldout-tasks "$OUT/heldout_tasks.txt" --eval-episodes-per-task 1 \
-    --demonstrations other_episodes --prompt-style compact --answer-format "$ANSWER_FORMAT" --seed "$SEED"
+    --demonstrations other_episodes --prompt-style compact --answer-format "$ANSWER_FORMAT" --seed "$SEED" \
+    --setting "$SETTING"
 
 trained_steps() {
     if [ -f "$MODEL_DIR/dreamgym_training.json" ]; then
@@ -98,6 +105,14 @@ for STEPS in $SCHEDULES; do  # each schedule resumes the last one's newest check
     fi
 done
 
+if [ "$SETTING" = learned ]; then  # packaged beside the run and scored in both settings, not shipped
+    stamp "4/4 packaging into $OUT/package-learned and scoring in both settings"
+    "$PYTHON" scripts/package_textworld_model.py --run "$OUT" --dest "$OUT/package-learned" --model "$MODEL_DIR"
+    [ -n "${SKIP_EVAL:-}" ] || "$PYTHON" benchmarks/bench_fidelity_settings.py --model-dir "$OUT/package-learned" \
+        --out docs/results/fidelity_textworld_settings_learned.json
+    stamp "done"
+    exit 0
+fi
 if [ "$BASE" != "${SHIP:-$SHIPPED_BASE}" ]; then  # a comparison row: scored, not shipped
     stamp "4/4 scoring $MODEL_DIR as the row $BASE"
     [ -n "${SKIP_EVAL:-}" ] || "$PYTHON" scripts/package_textworld_model.py --run "$OUT" --model "$MODEL_DIR" \

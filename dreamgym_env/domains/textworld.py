@@ -33,7 +33,7 @@ from dreamgym_env.domains.textworld_facts import (
     Fact,
     render_facts_state,
 )
-from dreamgym_env.domains.textworld_goal import goal_reached
+from dreamgym_env.domains.textworld_goal import goal_outcome
 from dreamgym_env.domains.textworld_state import (
     CanonicalState,
     admissible_commands,
@@ -303,8 +303,9 @@ class TextWorldDomain(Domain):
         """The ending by the task's winning conditions (:func:`~dreamgym_env.domains.textworld_goal.goal_reached`).
 
         With a goal to check, the states decide: the step wins exactly when the episode's states meet
-        every quest, whatever the answer's result line said, and the line is made to agree (``You
-        won.``, or ``Done.`` for a win the states do not show). So a simulated reward is paid only for
+        every quest, and loses exactly when they meet the goal's ``lost if:`` line (a fail event),
+        whatever the answer's result line said, and the line is made to agree (``You won.``, ``You
+        lost.``, or ``Done.`` for a win or loss the states do not show). So a simulated reward is paid only for
         a state that shows the goal met, as in the game, and a policy cannot learn to collect wins the
         model merely claims. Without a goal (a curriculum variant), the result line rules: ``You won.``
         or ``You lost.`` ends the episode. ``None`` for a state that is not canonical (prose, or a
@@ -318,12 +319,22 @@ class TextWorldDomain(Domain):
         if isinstance(goal, str) and goal.strip():
             states = [step.state for step in history] + [state, next_state]
             steps = list(zip([step.action for step in history] + [action], states[1:], strict=True))
-            judged = goal_reached(goal, world if isinstance(world, str) else "", states[0], steps)
-            won = won if judged is None else judged
-            result = RESULT_WON if won else RESULT_CHANGED if parsed.result == RESULT_WON else parsed.result
-            if result != parsed.result:
-                parsed.result = result
-                next_state = parsed.render()
+            judged = goal_outcome(goal, world if isinstance(world, str) else "", states[0], steps)
+            if judged is not None:
+                won, lost = judged
+                claimed = parsed.result in (RESULT_WON, RESULT_LOST)
+                result = (
+                    RESULT_WON
+                    if won
+                    else RESULT_LOST
+                    if lost
+                    else RESULT_CHANGED
+                    if claimed
+                    else parsed.result
+                )
+                if result != parsed.result:
+                    parsed.result = result
+                    next_state = parsed.render()
         return StepOutcome(next_state, done=won or parsed.result == RESULT_LOST, success=won)
 
     def initial_state(self, task: Task, rng: np.random.Generator) -> InitialState:

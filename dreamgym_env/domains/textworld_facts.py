@@ -219,23 +219,35 @@ def render_world(facts: Iterable[Fact]) -> str:
     return "\n".join(lines)
 
 
-def render_goal(quests: Sequence[Sequence[Sequence[Fact]]]) -> str:
+def render_goal(quests: Sequence[Sequence[Sequence[Fact]]], losses: Sequence[Sequence[Fact]] = ()) -> str:
     """The quest's winning conditions: one line per quest (all must be met), ``or`` between a quest's ways to win.
 
     Each way to win is its changing facts joined by ``; `` (``at(P, kitchen); in(key, I)``); facts that
-    never change in play (links, matching keys) are left to the layout.
+    never change in play (links, matching keys) are left to the layout. ``losses`` (the quests' fail
+    events: a treasure hunter's wrong object taken) make a last line, ``lost if: ...``, whose ways
+    end the game lost once one holds.
     """
     lines = []
     for events in quests:
-        ways = []
-        for event in events:
-            parts = [
-                f"{pred}({', '.join(name for name, _ in args)})"
-                for pred, args in event
-                if pred not in _STATIC
-            ]
-            if parts:
-                ways.append("; ".join(parts))
+        ways = _ways(events)
         if ways:
-            lines.append(" or ".join(dict.fromkeys(ways)))
+            lines.append(" or ".join(ways))
+    lost = _ways(losses)
+    if lost:
+        lines.append(LOST_PREFIX + " or ".join(lost))
     return "\n".join(lines)
+
+
+LOST_PREFIX = "lost if: "
+"""Heads the line of a goal that says when the game is lost (:func:`render_goal`)."""
+
+
+def _ways(events: Sequence[Sequence[Fact]]) -> list[str]:
+    ways = []
+    for event in events:
+        parts = [
+            f"{pred}({', '.join(name for name, _ in args)})" for pred, args in event if pred not in _STATIC
+        ]
+        if parts:
+            ways.append("; ".join(parts))
+    return list(dict.fromkeys(ways))

@@ -25,6 +25,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from dreamgym_env.domains.textworld_facts import LOST_PREFIX
 from dreamgym_env.domains.textworld_state import (
     exits_of,
     layout_of,
@@ -34,7 +35,7 @@ from dreamgym_env.domains.textworld_state import (
     world_part,
 )
 
-__all__ = ["Knowledge", "goal_reached", "parse_goal"]
+__all__ = ["Knowledge", "goal_outcome", "goal_reached", "parse_goal", "parse_losses"]
 
 _FACT = re.compile(r"(\w+)\((.*)\)")
 _PREDICATES = frozenset({"at", "in", "on", "open", "closed", "locked", "eaten"})
@@ -48,10 +49,23 @@ def parse_goal(goal: str) -> list[list[list[Fact]]] | None:
     """A goal's quests, each a list of ways to win, each a list of facts; ``None`` if it is not a goal.
 
     A goal with a predicate the canonical state cannot show is not judged (``None``), so the caller
-    falls back on the experience model's own verdict.
+    falls back on the experience model's own verdict. The ``lost if:`` line is not a quest
+    (:func:`parse_losses`).
     """
+    lines = [line for line in goal.strip().split("\n") if not line.startswith(LOST_PREFIX)]
+    return _parse_lines(lines)
+
+
+def parse_losses(goal: str) -> list[list[Fact]]:
+    """The ways a goal's ``lost if:`` line says the game is lost (empty without one, or if unreadable)."""
+    lines = [line[len(LOST_PREFIX) :] for line in goal.strip().split("\n") if line.startswith(LOST_PREFIX)]
+    parsed = _parse_lines(lines)
+    return [way for ways in parsed or [] for way in ways]
+
+
+def _parse_lines(lines: Sequence[str]) -> list[list[list[Fact]]] | None:
     quests: list[list[list[Fact]]] = []
-    for line in goal.strip().split("\n"):
+    for line in lines:
         ways = []
         for way in line.split(" or "):
             facts = []
@@ -146,9 +160,23 @@ def goal_reached(goal: str, world: str, start: str, steps: Sequence[tuple[str, s
     after each step, as the engine does, not on the first state. ``None`` when the goal uses a
     predicate a state cannot show or a state is not canonical (the prose format).
     """
+    outcome = goal_outcome(goal, world, start, steps)
+    return None if outcome is None else outcome[0]
+
+
+def goal_outcome(
+    goal: str, world: str, start: str, steps: Sequence[tuple[str, str]]
+) -> tuple[bool, bool] | None:
+    """``(won, lost)`` after the last of ``steps`` (see :func:`goal_reached`), or ``None`` if it cannot say.
+
+    Lost when, after the last step, one of the ways of the goal's ``lost if:`` line holds (a treasure
+    hunter's wrong object carried), as TextWorld's fail events end a game; a step that both wins and
+    loses is lost.
+    """
     quests = parse_goal(goal)
     if quests is None:
         return None
+    losses = parse_losses(goal)
     known = Knowledge.from_world(world)
     if not known.see(start):
         return None
@@ -158,4 +186,5 @@ def goal_reached(goal: str, world: str, start: str, steps: Sequence[tuple[str, s
             return None
         for i, ways in enumerate(quests):
             done[i] = done[i] or any(all(known.holds(fact) for fact in way) for way in ways)
-    return all(done)
+    lost = any(all(known.holds(fact) for fact in way) for way in losses)
+    return all(done) and not lost, lost

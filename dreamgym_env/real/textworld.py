@@ -292,7 +292,12 @@ def _game_goal(game: str) -> str:
         [
             [facts_of(event.condition.preconditions, names) for event in quest.win_events]
             for quest in loaded.quests
-        ]
+        ],
+        [
+            facts_of(event.condition.preconditions, names)
+            for quest in loaded.quests
+            for event in quest.fail_events
+        ],
     )
 
 

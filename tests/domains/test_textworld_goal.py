@@ -144,3 +144,29 @@ def test_the_simulated_env_pays_a_win_the_models_answer_did_not_flag() -> None:
     assert (reward, terminated) == (0.0, False)
     state, reward, terminated, _, info = env.step("put key on table")
     assert (reward, terminated, info["success"]) == (1.0, True, True) and state.startswith("You won.\n")
+
+
+def test_a_fail_event_loses_the_game_and_the_judge_says_so() -> None:
+    from dreamgym_env.domains.textworld import TextWorldDomain
+    from dreamgym_env.domains.textworld_goal import goal_outcome, parse_goal, parse_losses
+    from dreamgym_env.types import Step, Task
+
+    goal = "at(P, vault); in(gem, I)\nlost if: in(decoy, I)"
+    assert parse_goal(goal) == [[[("at", ("P", "vault")), ("in", ("gem", "I"))]]]
+    assert parse_losses(goal) == [[("in", ("decoy", "I"))]]
+    start = "Room: vault\nExits: west\nHere: decoy, gem\nCarrying: nothing\n\nYour task is to: take the gem."
+    took_decoy = "Done.\nRoom: vault\nExits: west\nHere: gem\nCarrying: decoy"
+    took_gem = "Done.\nRoom: vault\nExits: west\nHere: decoy\nCarrying: gem"
+    assert goal_outcome(goal, "", start, [("take decoy", took_decoy)]) == (False, True)
+    assert goal_outcome(goal, "", start, [("take gem", took_gem)]) == (True, False)
+    task = Task(task_id="t", domain="textworld", instruction="take the gem.", metadata={"goal": goal})
+    judged = TextWorldDomain().judge_step(task, [], start, "take decoy", took_decoy)
+    assert judged is not None and (judged.done, judged.success) == (True, False)
+    assert judged.next_state.startswith("You lost.")
+    claimed = (
+        "You lost.\nRoom: vault\nExits: west\nHere: decoy\nCarrying: gem"  # a loss the states do not show
+    )
+    judged = TextWorldDomain().judge_step(
+        task, [Step(state=start, action="look")], start, "take gem", claimed
+    )
+    assert judged is not None and judged.success and judged.next_state.startswith("You won.")
