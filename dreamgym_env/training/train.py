@@ -398,6 +398,7 @@ def _train(config: TrainConfig, torch: Any, transformers: Any, trl: Any, dataset
                 for k in ("domain", "history_window", "top_k", "max_admissible_actions", "prompt_style")
             },
             "answer_format": settings.get("answer_format", "json"),  # data built before it: JSON
+            "setting": settings.get("setting", "privileged"),  # data built before it: privileged
         },
         "eval_tasks": manifest.eval_tasks,
         "lora_adapter": served_as_adapter,
