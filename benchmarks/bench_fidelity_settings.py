@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import statistics
 import sys
 import time
@@ -270,6 +271,64 @@ def play_real_random(game: str, episodes: int, max_steps: int, seed: int) -> lis
     return wins
 
 
+def _cell(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The result's three tables, as ``docs/experience_model.md`` quotes them."""
+    settings = result["settings"]
+    lines = [
+        "| setting | predictor | n | state EM | determined changes EM (n) | revealing consistent (n) "
+        "| win recall / precision | loss recall | model-answered |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for setting in SETTINGS:
+        for name, row in settings[setting]["transitions"].items():
+            kinds = row["by_kind"]
+            model_share = row["by_answered_by"].get("model", {}).get("n", 0) / row["transitions"]
+            lines.append(
+                f"| {setting} | {name} | {row['transitions']} | {_cell(row['exact_match'])} "
+                f"| {_cell(row['determined_change_exact'])} ({kinds.get('determined', {}).get('n', 0)}) "
+                f"| {_cell(row['revealing_consistent'])} ({kinds.get('revealing', {}).get('n', 0)}) "
+                f"| {_cell(row['success_recall'], 2)} / {_cell(row['success_precision'], 2)} "
+                f"| {_cell(row['loss_recall'], 2)} | {_cell(model_share, 2)} |"
+            )
+    models = [settings[s]["transitions"]["model"] for s in SETTINGS]
+    families = sorted(set().union(*(m["by_family"] for m in models)))
+    lines += [
+        "",
+        "| verb family | n | privileged EM | learned EM | determined n | privileged EM | learned EM |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for family in families:
+        rows = [m["by_family"].get(family) for m in models]
+        determined = [m.get("determined_by_family", {}).get(family) for m in models]
+        n = next(r["n"] for r in rows if r)
+        n_determined = next((r["n"] for r in determined if r), 0)
+        lines.append(
+            f"| {family} | {n} | "
+            + " | ".join(_cell(r and r["exact_match"]) for r in rows)
+            + f" | {n_determined} | "
+            + " | ".join(_cell(r and r["exact_match"]) for r in determined)
+            + " |"
+        )
+    lines += [
+        "",
+        "| game family | walkthrough paid (privileged / learned) | random success: real | dream, privileged "
+        "| dream, learned | learned revisits contradicted |",
+        "|---|---|---|---|---|---|",
+    ]
+    for family in FAMILIES:
+        priv, learned = (settings[s]["random_policy"][family] for s in SETTINGS)
+        lines.append(
+            f"| {family} | {_cell(priv['walkthrough_paid'], 2)} / {_cell(learned['walkthrough_paid'], 2)} "
+            f"| {_cell(priv['random_success_real'], 2)} | {_cell(priv['random_success_dream'], 2)} "
+            f"| {_cell(learned['random_success_dream'], 2)} | {learned['contradictions']} of {learned['revisits']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = arg_parser(__doc__)
     parser.add_argument("--per-family", type=int, default=8)
@@ -285,7 +344,11 @@ def main() -> int:
     )
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--out", default=str(ROOT / "docs" / "results" / "fidelity_textworld_settings.json"))
+    parser.add_argument("--markdown", help="Print the tables of this result file and stop.")
     args = parser.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text(encoding="utf-8"))), end="")
+        return 0
 
     started = time.perf_counter()
     games = make_games(Path(args.games_dir), args.per_family)

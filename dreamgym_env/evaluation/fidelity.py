@@ -160,6 +160,8 @@ class FidelityReport:
             with ``consistent`` for revealing steps.
         by_answered_by: ``n`` and ``exact_match`` per who answered (``model``, ``memo``, ``replay``,
             ``rule``; ``baseline`` for a model-free predictor; ``none`` for a parse failure).
+        determined_by_family: :attr:`by_family` over the determined steps only (the changes that
+            follow from what the episode showed).
         setting: ``learned`` or ``privileged`` (what the simulator was allowed to see).
         exact_match: Share of next states equal to the real one (whitespace-normalised).
         state_f1: Mean token F1 of next states.
@@ -184,6 +186,7 @@ class FidelityReport:
     by_family: dict[str, dict[str, float]] = field(default_factory=dict)
     by_kind: dict[str, dict[str, float]] = field(default_factory=dict)
     by_answered_by: dict[str, dict[str, float]] = field(default_factory=dict)
+    determined_by_family: dict[str, dict[str, float]] = field(default_factory=dict)
     setting: str | None = None
 
     def as_dict(self) -> dict[str, object]:
@@ -246,5 +249,6 @@ def aggregate(name: str, scores: Sequence[TransitionScore], setting: str | None 
         by_family=_group(scores, "family"),
         by_kind=_group(scores, "kind"),
         by_answered_by=_group(scores, "answered_by"),
+        determined_by_family=_group(determined, "family"),
         setting=setting,
     )
