@@ -350,7 +350,7 @@ def main() -> int:
         print(markdown(json.loads(Path(args.markdown).read_text(encoding="utf-8"))), end="")
         return 0
 
-    started = time.perf_counter()
+    started, commit = time.perf_counter(), git_commit()  # the code this run loaded
     games = make_games(Path(args.games_dir), args.per_family)
     paths = [p for family in FAMILIES for p in games[family]]
     real = [
@@ -379,7 +379,7 @@ def main() -> int:
         )
 
     result: dict[str, Any] = {
-        "commit": git_commit(),
+        "commit": commit,
         "model": "textworld",
         "model_dir": args.model_dir or "dreamgym_env/models/textworld",
         "weights_sha256": weights_checksum(args.model_dir or shipped_model_dir("textworld")),

@@ -154,6 +154,7 @@ def main() -> None:
         "repeats": args.repeats,
         "games": args.games,
         "memo": not args.no_memo,
+        "setting": work.sim_kwargs.get("setting", "privileged"),
         "commit": git_commit(),
         "server_args": args.server_arg,
         "server_env": args.server_env,

@@ -117,6 +117,7 @@ def main() -> None:
         "repeats": args.repeats,
         "games": len(work.games),
         "memo": not args.no_memo,
+        "setting": work.sim_kwargs.get("setting", "privileged"),
         "commit": git_commit(),
         "server_args": args.server_arg,
         "server_env": args.server_env,

@@ -546,7 +546,13 @@ def build_table(out: Path) -> str:
     }
     write_json(
         out.parent / "results.json",
-        {"table": table, "targets": dict(targets(summary)), "summary": summary, "arms": files},
+        {
+            "setting": "privileged",  # the game's layout and goal in every prompt, its real transitions replayed
+            "table": table,
+            "targets": dict(targets(summary)),
+            "summary": summary,
+            "arms": files,
+        },
     )
     return "\n".join(lines)
 

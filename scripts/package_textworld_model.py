@@ -84,15 +84,17 @@ def package(run: Path, dest: Path, model: Path) -> dict[str, Any]:
         (dest / "model.safetensors").chmod(0o644)
     training = json.loads((model / "dreamgym_training.json").read_text(encoding="utf-8"))
     answer_format = recorded_answer_format(training)
-    training["config"]["data_dir"] = f"<run>/{_sft_folder(run, answer_format).name}"
+    sft_folder = _sft_folder(run, answer_format, _setting(training))
+    training["config"]["data_dir"] = f"<run>/{sft_folder.name}"
     training["config"]["output_dir"] = f"<run>/{model.name}"
     training["result"]["output_dir"] = f"<run>/{model.name}"
     training["result"]["serve_hint"] = "dreamgym serve --model textworld"
     (dest / "dreamgym_training.json").write_text(json.dumps(training, indent=1) + "\n", encoding="utf-8")
-    sft = json.loads((_sft_folder(run, answer_format) / "manifest.json").read_text(encoding="utf-8"))
+    sft = json.loads((sft_folder / "manifest.json").read_text(encoding="utf-8"))
     suite = json.loads((run / "suite" / "suite.json").read_text(encoding="utf-8"))
     manifest = {
         "name": "textworld",
+        "setting": _setting(training),
         "rebuild": "scripts/build_textworld_model.sh",
         "data": {
             "suite_seed": suite["seed"],
@@ -180,7 +182,7 @@ def evaluate(
                 "--buffer",
                 str(run / "buffer.sqlite"),
                 "--data",
-                str(_sft_folder(run, answer_format)),
+                str(_sft_folder(run, answer_format, _setting(training))),
                 "--split",
                 split,
                 *extra,
@@ -200,13 +202,19 @@ def evaluate(
     return metrics
 
 
-def _sft_folder(run: Path, answer_format: str) -> Path:
-    """The build's SFT data for ``answer_format``, named as ``build_textworld_model.sh`` names it.
+def _sft_folder(run: Path, answer_format: str, setting: str = "privileged") -> Path:
+    """The build's SFT data for ``answer_format`` and ``setting``, named as ``build_textworld_model.sh`` names it.
 
     Evaluation re-renders the expected answers in the scored model's format, so any format's split
     serves; the model's own is the one a build is sure to have made.
     """
-    return run / ("sft" if answer_format == "json" else f"sft-{answer_format}")
+    folder = "sft" if answer_format == "json" else f"sft-{answer_format}"
+    return run / (f"{folder}-learned" if setting == "learned" else folder)
+
+
+def _setting(training: dict[str, Any]) -> str:
+    """The setting a training record's data was built in (``privileged`` for records made before settings)."""
+    return str((training.get("env_settings") or {}).get("setting", "privileged"))
 
 
 def _score(
@@ -253,6 +261,7 @@ def write_results(
                 continue
             rows.append({"split": split, "split_label": found["label"], "predictor": predictor, **report})
     payload = {
+        "setting": manifest.get("setting", "privileged"),
         "model": row or "textworld",
         "weights_sha256": manifest["weights_sha256"],
         "training": manifest["training"],

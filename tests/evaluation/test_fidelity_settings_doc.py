@@ -1,0 +1,16 @@
+"""The learned/privileged tables in docs/experience_model.md are the committed result file's."""
+
+from __future__ import annotations
+
+import json
+
+from tests._scripts import ROOT, load_script
+
+
+def test_the_docs_quote_the_committed_settings_result() -> None:
+    bench = load_script("benchmarks/bench_fidelity_settings.py")
+    docs = (ROOT / "docs" / "experience_model.md").read_text(encoding="utf-8")
+    for name in ("fidelity_textworld_settings.json",):
+        result = json.loads((ROOT / "docs" / "results" / name).read_text(encoding="utf-8"))
+        assert set(result["settings"]) == {"learned", "privileged"}
+        assert bench.markdown(result) in docs, f"regenerate the tables: benchmarks/bench_fidelity_settings.py --markdown docs/results/{name}"
