@@ -52,7 +52,9 @@ def test_tiny_sim_to_real_table(tmp_path: Path) -> None:
     assert results["random"]["seeds"]["0"]["updates"] == 0
     for record in (real10, s2r):  # a share of the 3 evaluation episodes
         assert round(record["success_train"] * 3, 6).is_integer() and 0.0 <= record["success_train"] <= 1.0
-        assert round(record["success_heldout"] * 3, 6).is_integer() and 0.0 <= record["success_heldout"] <= 1.0
+        assert (
+            round(record["success_heldout"] * 3, 6).is_integer() and 0.0 <= record["success_heldout"] <= 1.0
+        )
     assert "| s2r | 1 | 16 | 64 |" in table and "s2r > real-10% (held-out)" in table
     assert "sim-only >= 0.9 x real-only (held-out): not measured" in table
     assert out.read_text() == table

@@ -13,4 +13,6 @@ def test_the_docs_quote_the_committed_settings_result() -> None:
     for name in ("fidelity_textworld_settings.json",):
         result = json.loads((ROOT / "docs" / "results" / name).read_text(encoding="utf-8"))
         assert set(result["settings"]) == {"learned", "privileged"}
-        assert bench.markdown(result) in docs, f"regenerate the tables: benchmarks/bench_fidelity_settings.py --markdown docs/results/{name}"
+        assert bench.markdown(result) in docs, (
+            f"regenerate the tables: benchmarks/bench_fidelity_settings.py --markdown docs/results/{name}"
+        )
