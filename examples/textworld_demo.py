@@ -151,7 +151,10 @@ def main(args: Args) -> None:
         side_by_side(heldout[0], sim_kwargs, args.side_by_side_steps)
 
         sim = settings(args, "DreamGym/TextWorld-v0")
-        print(f"\n=== MaskablePPO in the simulator only: {args.sim_timesteps:,} simulated steps, 0 real")
+        print(
+            f"\n=== MaskablePPO in the simulator only: {args.sim_timesteps:,} simulated steps, 0 real "
+            "(privileged setting: the simulator knows each game's layout and goal and replays its real steps)"
+        )
         envs = make_train_envs(
             sim, {"tasks": tasks_from_games(train), "max_steps": sim.max_steps, **sim_kwargs}
         )
