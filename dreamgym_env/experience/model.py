@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -195,10 +196,12 @@ class ExperienceModel:
         """:meth:`apredict`, appending each completion to ``received`` as it arrives."""
         start = time.perf_counter()
         memo = self.memo
-        fingerprint = task_fingerprint(task.task_id, task.instruction, self.domain.hidden_facts(task))
+        fingerprint = functools.cache(  # a step the rules answer needs no fingerprint
+            lambda: task_fingerprint(task.task_id, task.instruction, self.domain.hidden_facts(task))
+        )
         known: tuple[tuple[AnsweredBy, Callable[[], ExperienceOutput | None]], ...] = (
             ("rule", lambda: self._ruled(task, history, state, action)),
-            ("replay", lambda: self._replayed(task, fingerprint, demonstrations, state, action)),
+            ("replay", lambda: self._replayed(task, fingerprint(), demonstrations, state, action)),
         )
         for answered_by, answer_of in known:  # the first that answers; the rest are not looked up
             answer = answer_of()
@@ -211,7 +214,7 @@ class ExperienceModel:
                 )
 
         step_facts = self.domain.describe_step(task, history, state, action)
-        key = memo_key(fingerprint, self._shown(history), state, action, step_facts)
+        key = memo_key(fingerprint(), self._shown(history), state, action, step_facts)
         remembered = None if memo is None else memo.get(key)
         if remembered is not None:
             rejudged = self._rejudged(remembered, task, history, state, action)
