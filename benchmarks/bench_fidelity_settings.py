@@ -130,6 +130,7 @@ def score_transitions(
     demos: list[Transition],
     games: dict[str, list[str]],
     concurrency: int,
+    choose_outcomes: bool = False,
 ) -> dict[str, Any]:
     """The model and the baselines on every real transition, in both settings (the same samples)."""
     kwargs = recommended_env_kwargs("textworld")
@@ -161,7 +162,10 @@ def score_transitions(
                 timeout=300.0,
             )
         )
-        asked_once = dreamgym_env.EnvConfig(parse_retries=0)  # as the shipped model is played
+        # Asked once, as the shipped model is played.
+        asked_once = dreamgym_env.EnvConfig(
+            parse_retries=0, answer_format="state", choose_outcomes=choose_outcomes
+        )
         predictors: dict[str, tuple[Any, Any]] = {
             "model": (model_predictor(backend, config, asked_once), backend),
             **{name: (baseline, None) for name, baseline in BASELINES.items()},
@@ -186,7 +190,7 @@ def score_transitions(
     return out
 
 
-def sim_env(base_url: str, tasks: list[Task], setting: str, max_steps: int) -> gym.Env:  # type: ignore[type-arg]
+def sim_env(base_url: str, tasks: list[Task], setting: str, max_steps: int, choose_outcomes: bool) -> gym.Env:  # type: ignore[type-arg]
     """A simulated TextWorld env of the shipped model, in ``setting``."""
     return gym.make(
         "DreamGym/TextWorld-v0",
@@ -194,7 +198,7 @@ def sim_env(base_url: str, tasks: list[Task], setting: str, max_steps: int) -> g
         base_url=base_url,
         max_steps=max_steps,
         setting=setting,
-        **recommended_env_kwargs("textworld"),
+        **{**recommended_env_kwargs("textworld"), "choose_outcomes": choose_outcomes},
     )
 
 
@@ -227,9 +231,12 @@ def play_dream(
     jobs: list[tuple[Task, list[str] | None, int]],
     max_steps: int,
     concurrency: int,
+    choose_outcomes: bool = False,
 ) -> list[tuple[Episode, Counter[str]]]:
     """Play each job (a task; a fixed action list, or None for random admissible commands; a seed) in the dream."""
-    envs = [sim_env(base_url, tasks, setting, max_steps).unwrapped for _ in range(concurrency)]
+    envs = [
+        sim_env(base_url, tasks, setting, max_steps, choose_outcomes).unwrapped for _ in range(concurrency)
+    ]
     answered: list[Counter[str]] = [Counter() for _ in jobs]
     randoms = [RandomPolicy(seed=seed) for _, _, seed in jobs]
 

@@ -60,7 +60,8 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
     ``task``, ``task_id``, ``episode_id``, ``step``, ``admissible_actions``, ``success`` (and
     ``is_success``, which stable-baselines3's ``Monitor`` reads), ``reasoning``, ``simulated`` (True),
     ``source`` ("sim"), ``last_action_error``, and after model calls ``usage`` (token counts),
-    ``timing`` (model and client-side seconds), ``attempts``, ``answered_by`` (``"model"``, or
+    ``timing`` (model and client-side seconds), ``attempts``, ``answered_by`` (``"model"``; ``"ranked"``
+    when the model chose among written-out outcomes, :attr:`EnvConfig.rank_outcomes`; or
     ``"rule"``/``"replay"``/``"memo"`` for a step answered without a request) and ``setting``
     (``"learned"`` or ``"privileged"``, :attr:`EnvConfig.setting`). :attr:`last_transition` is the
     step's stored form.

@@ -180,6 +180,16 @@ class Domain(ABC):
         """
         return None
 
+    def outcomes(self, task: Task, history: Sequence[Step], state: str, action: str) -> list[str] | None:
+        """The answers this step can have, written out, for the model to score (:attr:`EnvConfig.rank_outcomes`).
+
+        In the answer form the model writes (:meth:`state_answer`), from what the simulator may know
+        (the task's hidden facts in the privileged setting; in the learned one, what the episode showed).
+        One answer is the only possible one (the step cannot succeed: it changes nothing); ``None``
+        (the default) means the outcome is not known (it shows something new), and the model writes it.
+        """
+        return None
+
     def step_kind(self, seen: Sequence[str], state: str, action: str, next_state: str) -> tuple[str, str]:
         """A real step's verb family and kind (``observe``, ``no_change``, ``revealing``, ``determined``).
 

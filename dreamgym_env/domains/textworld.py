@@ -34,6 +34,7 @@ from dreamgym_env.domains.textworld_facts import (
     render_facts_state,
 )
 from dreamgym_env.domains.textworld_goal import goal_outcome
+from dreamgym_env.domains.textworld_outcomes import step_outcomes
 from dreamgym_env.domains.textworld_state import (
     CanonicalState,
     admissible_commands,
@@ -257,6 +258,19 @@ class TextWorldDomain(Domain):
         if not isinstance(world, str):
             world = dream_layout([*seen, state], [step.action for step in history])
         return nearby_facts(state, world, seen, action)
+
+    def outcomes(self, task: Task, history: Sequence[Step], state: str, action: str) -> list[str] | None:
+        """Nothing happens, or the command succeeds and the game goes on, is won or is lost.
+
+        Written out by :func:`~dreamgym_env.domains.textworld_outcomes.step_outcomes` from the same
+        layout :meth:`describe_step` shows the model: the game's, or the one the episode showed itself.
+        """
+        seen = [step.state for step in history]
+        world = task.metadata.get("world")
+        if isinstance(world, str):
+            return step_outcomes(state, action, world, seen, whole_layout=True)
+        layout = dream_layout([*seen, state], [step.action for step in history])
+        return step_outcomes(state, action, layout, seen)
 
     def state_answer(self, state: str, next_state: str) -> str:
         """The result line and the lines that change (:func:`~dreamgym_env.domains.textworld_state.state_changes`)."""

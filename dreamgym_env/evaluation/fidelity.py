@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
+from dreamgym_env.experience.model import MODEL_ANSWERS
 from dreamgym_env.experience.schema import ExperienceOutput
 from dreamgym_env.types import Transition
 
@@ -155,11 +156,11 @@ class FidelityReport:
         revealing_consistent: Share of revealing steps whose prediction is consistent with the real
             one (:meth:`Domain.consistent_reveal`); ``None`` without any.
         by_family: Per verb family: ``n``, ``exact_match``, ``answered_by_model`` (share the model
-            answered) and ``model_exact_match`` (exact match on those).
+            answered, writing or ranking) and ``model_exact_match`` (exact match on those).
         by_kind: The same per kind (``determined``, ``revealing``, ``no_change``, ``observe``),
             with ``consistent`` for revealing steps.
-        by_answered_by: ``n`` and ``exact_match`` per who answered (``model``, ``memo``, ``replay``,
-            ``rule``; ``baseline`` for a model-free predictor; ``none`` for a parse failure).
+        by_answered_by: ``n`` and ``exact_match`` per who answered (``model``, ``ranked``, ``memo``,
+            ``replay``, ``rule``; ``baseline`` for a model-free predictor; ``none`` for a parse failure).
         determined_by_family: :attr:`by_family` over the determined steps only (the changes that
             follow from what the episode showed).
         setting: ``learned`` or ``privileged`` (what the simulator was allowed to see).
@@ -204,7 +205,7 @@ def _group(scores: Sequence[TransitionScore], key: str) -> dict[str, dict[str, f
         groups.setdefault(str(getattr(score, key)) or "unknown", []).append(score)
     table: dict[str, dict[str, float]] = {}
     for name, members in sorted(groups.items()):
-        by_model = [s for s in members if s.answered_by == "model"]
+        by_model = [s for s in members if s.answered_by in MODEL_ANSWERS]
         row: dict[str, float] = {
             "n": len(members),
             "exact_match": _mean([float(s.exact_match) for s in members]),

@@ -22,14 +22,18 @@ from dreamgym_env.experience.schema import ExperienceOutput, output_json_schema
 from dreamgym_env.spaces import CONTROL_CHARACTERS
 from dreamgym_env.types import Step, Task, Transition
 
-__all__ = ["ExperienceModel", "Prediction"]
+__all__ = ["MODEL_ANSWERS", "ExperienceModel", "Prediction"]
 
 logger = logging.getLogger(__name__)
 
 
-AnsweredBy = Literal["model", "rule", "replay", "memo"]
-"""Who answered a step: the model, the domain's rules, a recorded real transition, or the model's
-earlier answer to the same step (:class:`~dreamgym_env.experience.memo.StepMemo`)."""
+AnsweredBy = Literal["model", "chosen", "rule", "replay", "memo"]
+"""Who answered a step: the model writing the answer, the model choosing among the outcomes the domain
+wrote out (:attr:`EnvConfig.choose_outcomes`), the domain's rules, a recorded real transition, or the
+model's earlier answer to the same step (:class:`~dreamgym_env.experience.memo.StepMemo`)."""
+
+MODEL_ANSWERS: tuple[AnsweredBy, ...] = ("model", "chosen")
+"""The ways of answering in which the model decided the step."""
 
 
 @dataclass
@@ -48,8 +52,9 @@ class Prediction:
             was asked again does not hide its earlier round trips.
         completions: Every completion received, the unparsable ones too: what to hand to
             :meth:`Backend.discard` if the step is given up.
-        answered_by: ``"model"``; ``"rule"`` for a step the domain's rules fix
-            (:meth:`Domain.rule_state`); ``"replay"`` for a step a stored real transition answers
+        answered_by: ``"model"``; ``"chosen"`` for a step whose outcome the model chose among the
+            ones the domain wrote out (:meth:`Domain.outcomes`); ``"rule"`` for a step the domain's rules fix
+            (:meth:`Domain.rule_state`, or a step with one possible outcome); ``"replay"`` for a step a stored real transition answers
             (:attr:`EnvConfig.replay_real`, or one added to the memo); ``"memo"`` for a step the
             model already answered (remembered, or an identical request in flight). None of the
             last three sends a request.
@@ -85,6 +90,11 @@ class ExperienceModel:
         self.backend = backend
         self.config = config
         self.memo = memo if domain.deterministic else None
+        if config.choose_outcomes and config.answer_format != "state":
+            raise ConfigError(
+                "choose_outcomes=True decodes a choice among the domain's written-out answers, which are plain next states: "
+                f"it needs answer_format='state', not {config.answer_format!r}."
+            )
         if config.answer_format == "state" and not domain.lists_actions:
             raise ConfigError(
                 f"answer_format='state' needs a domain that lists its own admissible actions; "
@@ -213,6 +223,13 @@ class ExperienceModel:
                     output, None, 0, None, parse_s=time.perf_counter() - start, answered_by=answered_by
                 )
 
+        outcomes = self.domain.outcomes(task, history, state, action) if self.config.choose_outcomes else None
+        if outcomes is not None and len(outcomes) == 1:  # it cannot succeed: nothing to ask
+            output, _ = self._complete(self._as_output(outcomes[0]), task, history, state, action)
+            if output is not None:
+                return Prediction(
+                    output, None, 0, None, parse_s=time.perf_counter() - start, answered_by="rule"
+                )
         step_facts = self.domain.describe_step(task, history, state, action)
         key = memo_key(fingerprint(), self._shown(history), state, action, step_facts)
         remembered = None if memo is None else memo.get(key)
@@ -223,6 +240,8 @@ class ExperienceModel:
         request = self.build_request(
             task, history, demonstrations, state, action, admissible_actions, seed, episode_id, step_facts
         )
+        if outcomes:  # the model chooses among them
+            request = replace(request, choices=tuple(outcomes))
         build_s = time.perf_counter() - start
 
         def ask() -> Awaitable[Prediction]:
@@ -296,11 +315,16 @@ class ExperienceModel:
                     raise PromptTooLongError(full)
                 start = time.perf_counter()
                 output, error = _parse(completion, self.config)
+                if output is not None and request.choices and output.next_state not in request.choices:
+                    output, error = None, _off_the_list(completion.text, request.choices)
                 if output is not None:
                     output, error = self._complete(output, task, history, state, action)
                 parse_s += time.perf_counter() - start
             if output is not None:
-                return Prediction(output, completion, attempt + 1, None, build_s, parse_s, model_s, received)
+                answered_by: AnsweredBy = "chosen" if request.choices else "model"
+                return Prediction(
+                    output, completion, attempt + 1, None, build_s, parse_s, model_s, received, answered_by
+                )
             if attempt + 1 < attempts:
                 logger.warning(
                     "Unparsable transition from %s (attempt %d of %d): %s; asking again",
@@ -325,14 +349,14 @@ class ExperienceModel:
         )
         return Prediction(None, completion, attempts, error, build_s, parse_s, model_s, received)
 
+    @staticmethod
+    def _as_output(next_state: str) -> ExperienceOutput:
+        return ExperienceOutput(reasoning="", next_state=next_state, done=False, success=False)
+
     def _ruled(self, task: Task, history: Sequence[Step], state: str, action: str) -> ExperienceOutput | None:
         """The answer the domain's rules fix for this step (:meth:`Domain.rule_state`), if they fix it."""
         ruled = self.domain.rule_state(task, history, state, action)
-        return (
-            None
-            if ruled is None
-            else ExperienceOutput(reasoning="", next_state=ruled, done=False, success=False)
-        )
+        return None if ruled is None else self._as_output(ruled)
 
     def _replayed(
         self, task: Task, fingerprint: str, demonstrations: Sequence[Transition], state: str, action: str
@@ -427,6 +451,14 @@ def _context_full(completion: Completion, budget: int | None) -> str:
         f"{used} of the {budget} answer tokens asked for ({completion.endpoint}). Shorten the prompt "
         "(lower history_window or top_k) or serve the model with a larger --max-model-len; raising "
         "max_tokens or parse_retries cannot help."
+    )
+
+
+def _off_the_list(text: str, choices: Sequence[str]) -> str:
+    """Why an answer that should have been one of ``choices`` is not accepted."""
+    return (
+        f"the answer {text[:80]!r} is none of the {len(choices)} outcomes it was to choose from: the server "
+        "did not apply the choice (vLLM's structured_outputs); serve the model with vLLM or set choose_outcomes=False"
     )
 
 

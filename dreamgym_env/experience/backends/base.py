@@ -48,6 +48,9 @@ class CompletionRequest:
         temperature: This request's sampling temperature, over the backend's own; ``None`` keeps the
             backend's. A parse retry samples (:attr:`EnvConfig.retry_temperature`): a greedy model asked
             the same prompt again would give the same unusable answer.
+        choices: The answers the model may give, exactly (structured decoding of a choice: each
+            token is the model's most likely one among those that keep to a listed answer); ``None``
+            leaves the answer free. The outcomes the domain wrote out (:attr:`EnvConfig.choose_outcomes`).
     """
 
     messages: list[dict[str, str]]
@@ -57,6 +60,7 @@ class CompletionRequest:
     query: TransitionQuery | None = None
     episode_id: str | None = None
     temperature: float | None = None
+    choices: tuple[str, ...] | None = None
 
 
 @dataclass

@@ -197,6 +197,8 @@ class OpenAIBackend(Backend):
                 "type": "json_schema",
                 "json_schema": {"name": request.schema_name, "schema": request.json_schema, "strict": True},
             }
+        if request.choices is not None:  # vLLM's structured outputs
+            kwargs["structured_outputs"] = {"choice": list(request.choices)}
         if cfg.send_seed and request.seed is not None:
             kwargs["seed"] = request.seed
         if cfg.extra_body:

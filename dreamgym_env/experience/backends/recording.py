@@ -130,6 +130,7 @@ def _keyed_fields(request: CompletionRequest, sampling: dict[str, Any]) -> dict[
         "seed": request.seed,
         "sampling": sampling,
         **({} if request.temperature is None else {"temperature": request.temperature}),
+        **({} if request.choices is None else {"choices": list(request.choices)}),
     }
 
 

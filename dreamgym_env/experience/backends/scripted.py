@@ -8,6 +8,7 @@ runs unchanged. It is not a simulator: its worlds are trivially simple.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import re
 from collections import deque
@@ -139,6 +140,8 @@ class ScriptedBackend(Backend):
                 f"ScriptedBackend ran out of scripted answers after {self.requests_received - 1}."
             )
         text = _to_text(answer, plain=request.json_schema is None)
+        if request.choices:  # as structured decoding would: the listed answer nearest the script's
+            text = max(request.choices, key=lambda c: difflib.SequenceMatcher(None, text, c).ratio())
         return Completion(text=text, latency_s=self.latency_s, endpoint="scripted")
 
 

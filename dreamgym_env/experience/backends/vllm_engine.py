@@ -176,7 +176,9 @@ class VLLMEngineBackend(Backend):
                     top_p=self.top_p,
                     max_tokens=self.max_tokens,
                     seed=r.seed if self.send_seed else None,
-                    structured_outputs=None
+                    structured_outputs=StructuredOutputsParams(choice=list(r.choices))
+                    if r.choices is not None
+                    else None
                     if r.json_schema is None
                     else StructuredOutputsParams(json=r.json_schema),
                 )

@@ -1,0 +1,250 @@
+"""The outcomes a TextWorld step can have, written out, for the experience model to choose among.
+
+Most of a step's answer is bookkeeping once its outcome is chosen: ``take key from chest`` either
+moves the key from the chest's listing to ``Carrying`` (and the chest reads ``empty`` if nothing
+else is in it) or changes nothing, and the step either wins, loses or does neither. A small model
+that writes the answer token by token gets the bookkeeping wrong (the key left both in the chest and
+carried, another container opened); asked instead which of the written outcomes is most likely,
+it only has to judge what is uncertain. :func:`step_outcomes` lists them, as answers in the model's
+own form (the result line and the lines that change, :func:`~.textworld_state.state_changes`), and
+the model scores each by its log-probability (:attr:`~dreamgym_env.config.EnvConfig.rank_outcomes`).
+
+The outcomes follow from the state and a layout (``world``): the game's, in the privileged setting;
+in the learned one, only what the episode has shown itself (:func:`~.textworld_state.dream_layout`).
+A step whose outcome shows something not known yet (a room entered for the first time, a container
+opened whose contents were never seen) has no list: the model writes it.
+
+Things are listed as the engine's facts render them (:mod:`~.textworld_facts`): sorted by name; a
+container with its state and, when open, ``holds: ...`` or ``empty``; a supporter ``on: ...``, or its
+bare name when nothing is on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from dreamgym_env.domains.textworld_state import (
+    CanonicalState,
+    _item_parts,
+    exits_of,
+    nearby_facts,
+    parse_state,
+    split_things,
+    state_changes,
+    world_part,
+)
+
+__all__ = ["step_outcomes"]
+
+RESULT_CHANGED = "Done."
+RESULT_NOTHING = "Nothing happens."
+ENDINGS = (RESULT_CHANGED, "You won.", "You lost.")
+"""The result lines of a step that changed the world: it goes on, wins or loses."""
+
+
+@dataclass
+class _Thing:
+    """One listed thing: its state (``open``, ``closed``, ``locked`` or ``""``) and what it holds or supports."""
+
+    name: str
+    state: str = ""
+    word: str = ""  # "holds", "on", or "" when nothing is listed inside
+    held: list[_Thing] = field(default_factory=list)
+    other: list[str] = field(default_factory=list)  # notes this module does not read
+
+    def render(self) -> str:
+        notes = [self.state] if self.state else []
+        notes += self.other
+        if self.held and self.state in ("", "open"):
+            word = self.word or ("on" if not self.state else "holds")
+            notes.append(f"{word}: {_render(self.held)}")
+        elif self.state == "open":
+            notes.append("empty")
+        return f"{self.name} ({', '.join(notes)})" if notes else self.name
+
+
+def _things(listing: str) -> list[_Thing]:
+    out = []
+    for item in split_things(listing):
+        name, notes, word, held = _item_parts(item)
+        state = next((n for n in notes if n in ("open", "closed", "locked")), "")
+        other = [n for n in notes if n != state and n != "empty"]
+        out.append(_Thing(name, state, word, _things(held), other))
+    return out
+
+
+def _render(things: Sequence[_Thing]) -> str:
+    return ", ".join(t.render() for t in sorted(things, key=lambda t: t.name)) or "nothing"
+
+
+def _find(things: list[_Thing], name: str) -> _Thing | None:
+    return next((t for t in things if t.name == name), None)
+
+
+def _split(rest: str, word: str) -> tuple[str, str] | None:
+    """``"key from chest"`` split at ``" from "``: ``("key", "chest")``."""
+    left, sep, right = rest.partition(f" {word} ")
+    return (left, right) if sep and left and right else None
+
+
+class _World:
+    """The state's lines as things, changed by one command."""
+
+    def __init__(self, state: CanonicalState, inside: dict[str, str], whole: bool) -> None:
+        self.state = state
+        self.whole = whole  # a container ``inside`` does not list is empty
+        self.here = _things(state.lines["Here"])
+        self.carried = _things(state.lines["Carrying"])
+        self.exits = exits_of(state.lines["Exits"])
+        self.inside = inside
+
+    def lines(self) -> dict[str, str]:
+        exits = ", ".join(f"{d} ({n}: {s})" if n else d for d, n, s in self.exits) or "none"
+        return {
+            **self.state.lines,
+            "Exits": exits,
+            "Here": _render(self.here),
+            "Carrying": _render(self.carried),
+        }
+
+    def _set_door(self, name: str, old: str, new: str) -> bool:
+        for i, (direction, door, state) in enumerate(self.exits):
+            if door == name and state == old:
+                self.exits[i] = (direction, door, new)
+                return True
+        return False
+
+    def _container(self, name: str) -> _Thing | None:
+        return _find(self.here, name) or _find(self.carried, name)
+
+    def apply(self, action: str) -> bool | None:
+        """Change the world as ``action`` succeeding would: ``False`` when it cannot, ``None`` when unknown.
+
+        Unknown: opening a container whose contents the layout does not say (a revealing step), or a
+        command this module does not model.
+        """
+        verb, _, rest = action.partition(" ")
+        if verb == "take":
+            parts = _split(rest, "from")
+            holder = None if parts is None else _find(self.here, parts[1])
+            source = self.here if parts is None else [] if holder is None else holder.held
+            thing = _find(source, parts[0] if parts else rest)
+            if thing is None:
+                return False
+            source.remove(thing)
+            self.carried.append(thing)
+            return True
+        if verb in ("drop", "eat", "put", "insert"):
+            parts = {"put": _split(rest, "on"), "insert": _split(rest, "into")}.get(verb, (rest, ""))
+            if parts is None:
+                return False
+            thing = _find(self.carried, parts[0])
+            if thing is None:
+                return False
+            self.carried.remove(thing)
+            if verb == "drop":
+                self.here.append(thing)
+            elif verb in ("put", "insert"):
+                holder = _find(self.here, parts[1])
+                if holder is None or holder.state != ("open" if verb == "insert" else ""):
+                    return False
+                holder.held.append(thing)
+                holder.word = "on" if verb == "put" else "holds"
+            return True
+        if verb in ("open", "close"):
+            old, new = ("closed", "open") if verb == "open" else ("open", "closed")
+            if self._set_door(rest, old, new):
+                return True
+            thing = self._container(rest)
+            if thing is None or thing.state != old:
+                return False
+            if verb == "open":
+                if rest not in self.inside and not self.whole:
+                    return None  # what it holds is not known: the step reveals it
+                thing.held, thing.word = _things(self.inside.get(rest, "")), "holds"
+            thing.state = new
+            return True
+        if verb in ("lock", "unlock"):
+            parts = _split(rest, "with")
+            if parts is None or _find(self.carried, parts[1]) is None:
+                return False
+            old, new = ("closed", "locked") if verb == "lock" else ("locked", "closed")
+            if self._set_door(parts[0], old, new):
+                return True
+            thing = self._container(parts[0])
+            if thing is None or thing.state != old:
+                return False
+            thing.state = new
+            return True
+        return None
+
+
+def _shown_inside(states: Sequence[str]) -> dict[str, str]:
+    """What each container held when the episode last showed it open (``""``: empty), newer than any layout."""
+    inside: dict[str, str] = {}
+    for text in states:
+        parsed = parse_state(text)
+        if parsed is None:
+            continue
+        for key in ("Here", "Carrying"):
+            for thing in _things(parsed.lines[key]):
+                if thing.state == "open":
+                    inside[thing.name] = _render(thing.held) if thing.held else ""
+    return inside
+
+
+def _move(state: CanonicalState, world: str, seen: Sequence[str], action: str) -> dict[str, str] | None:
+    """The lines after ``go <direction>`` into a room the layout knows, or ``None`` when it knows none."""
+    line = nearby_facts(state.render(), world, seen, action)
+    direction = action.removeprefix("go ")
+    if not line.startswith(f"{direction}: Room: "):
+        return None
+    room, _, rest = line.split("\n", 1)[0][len(direction) + 2 :].partition(" | ")
+    fields = dict(part.partition(": ")[::2] for part in rest.split(" | "))
+    if set(fields) != {"Exits", "Here"}:
+        return None
+    return {**state.lines, "Room": room.removeprefix("Room: "), **fields}
+
+
+def step_outcomes(
+    state: str, action: str, world: str, seen: Sequence[str] = (), *, whole_layout: bool = False
+) -> list[str] | None:
+    """The answers ``action`` can have after ``state``: it changes nothing, or it succeeds and goes on, wins or loses.
+
+    Args:
+        state: The current canonical state.
+        action: The command.
+        world: The layout the simulator knows (the game's, or the one the episode showed).
+        seen: The episode's states before ``state``, oldest first (the rooms as last shown).
+        whole_layout: ``world`` is the game's whole layout, whose ``Inside:`` line lists every closed
+            container that holds something: one it does not list is empty. A layout the episode
+            showed lists only what it saw.
+
+    Returns:
+        ``["Nothing happens.", <success>, <success, won>, <success, lost>]`` as answers (result line and
+        changed lines), or only the first when the command cannot succeed here; ``None`` when the
+        outcome is not known (a step that reveals a room or a container's contents, a state that is
+        not canonical, a command of another kind): then the model writes the answer.
+    """
+    parsed = parse_state(state)
+    if parsed is None:
+        return None
+    nothing = CanonicalState(RESULT_NOTHING, parsed.lines).render()
+    if action.startswith("go "):
+        door = next((s for d, n, s in exits_of(parsed.lines["Exits"]) if d == action[3:]), None)
+        if door is None or door in ("closed", "locked"):
+            return [state_changes(state, nothing)]
+        lines = _move(parsed, world, seen, action)
+    else:
+        inside = {**world_part(world, "Inside"), **_shown_inside(seen)}
+        changed = _World(parsed, inside, whole_layout)
+        done = changed.apply(action)
+        if done is False:
+            return [state_changes(state, nothing)]
+        lines = None if done is None else changed.lines()
+    if lines is None:
+        return None
+    return [state_changes(state, nothing)] + [
+        state_changes(state, CanonicalState(result, lines).render()) for result in ENDINGS
+    ]

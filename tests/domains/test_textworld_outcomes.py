@@ -1,0 +1,116 @@
+"""The outcomes a TextWorld step can have, written out from the state and a layout."""
+
+from __future__ import annotations
+
+import pytest
+
+from dreamgym_env.domains.textworld_outcomes import step_outcomes
+from dreamgym_env.domains.textworld_state import complete_state
+
+KITCHEN = "\n".join(
+    [
+        "Done.",
+        "Room: kitchen",
+        "Exits: east, north (oak door: closed)",
+        "Here: chest (open, holds: apple, key), coin, crate (closed), table (on: knife)",
+        "Carrying: lamp",
+    ]
+)
+
+
+def success(state: str, action: str, world: str = "", seen: tuple[str, ...] = ()) -> str:
+    """The next state of the first success outcome (``Done.``)."""
+    outcomes = step_outcomes(state, action, world, seen)
+    assert outcomes is not None and len(outcomes) == 4, outcomes
+    assert outcomes[0] == "Nothing happens."
+    assert [o.split("\n")[0] for o in outcomes[1:]] == ["Done.", "You won.", "You lost."]
+    return complete_state(state, outcomes[1])
+
+
+def line(state: str, key: str) -> str:
+    return next(row for row in state.split("\n") if row.startswith(f"{key}: "))[len(key) + 2 :]
+
+
+def test_take_from_a_container_empties_it_and_carries_the_thing_in_name_order() -> None:
+    after = success(KITCHEN, "take key from chest")
+    assert line(after, "Here") == "chest (open, holds: apple), coin, crate (closed), table (on: knife)"
+    assert line(after, "Carrying") == "key, lamp"
+    last = success(after, "take apple from chest")
+    assert line(last, "Here").startswith("chest (open, empty), ")
+
+
+def test_a_supporter_left_bare_reads_as_its_name_and_takes_things_again() -> None:
+    after = success(KITCHEN, "take knife from table")
+    assert line(after, "Here").endswith("table")
+    back = success(after, "put knife on table")
+    assert line(back, "Here").endswith("table (on: knife)")
+    assert line(back, "Carrying") == "lamp"
+
+
+def test_drop_insert_and_eat_move_what_is_carried() -> None:
+    assert line(success(KITCHEN, "drop lamp"), "Here").endswith(
+        "coin, crate (closed), lamp, table (on: knife)"
+    )
+    assert line(success(KITCHEN, "insert lamp into chest"), "Here").startswith(
+        "chest (open, holds: apple, key, lamp)"
+    )
+    assert line(success(KITCHEN, "eat lamp"), "Carrying") == "nothing"
+
+
+def test_doors_and_containers_open_close_lock_and_unlock() -> None:
+    assert line(success(KITCHEN, "open oak door"), "Exits") == "east, north (oak door: open)"
+    closed = success(KITCHEN, "close chest")
+    assert line(closed, "Here").startswith("chest (closed), ")
+    reopened = success(closed, "open chest", seen=(KITCHEN,))  # the episode saw what it held
+    assert line(reopened, "Here") == line(KITCHEN, "Here")
+    with_key = KITCHEN.replace("Carrying: lamp", "Carrying: brass key")
+    locked = success(with_key, "lock oak door with brass key")
+    assert line(locked, "Exits") == "east, north (oak door: locked)"
+    assert (
+        line(success(locked, "unlock oak door with brass key"), "Exits") == "east, north (oak door: closed)"
+    )
+
+
+def test_a_container_never_seen_open_is_revealing_unless_the_layout_says() -> None:
+    assert step_outcomes(KITCHEN, "open crate", "") is None
+    world = "Map: kitchen: east hall\nInside: crate: ruby"
+    assert line(success(KITCHEN, "open crate", world), "Here").startswith(
+        "chest (open, holds: apple, key), coin, crate (open, holds: ruby)"
+    )
+    # The game's whole layout lists every closed container that holds something: one it omits is empty.
+    opened = step_outcomes(KITCHEN, "open crate", "Map: kitchen: east hall", whole_layout=True)
+    assert opened is not None and "crate (open, empty)" in opened[1]
+
+
+def test_a_move_is_known_only_into_a_room_the_layout_has() -> None:
+    assert step_outcomes(KITCHEN, "go east", "") is None
+    hall = "Done.\nRoom: hall\nExits: west\nHere: rug\nCarrying: lamp"
+    shown = [KITCHEN.replace("Done.\n", ""), hall]  # the episode went east, then came back
+    back_in_kitchen = "Done.\n" + KITCHEN.split("\n", 1)[1]
+    world = "Map: kitchen: east hall; hall: west kitchen"
+    after = success(back_in_kitchen, "go east", world, tuple(shown))
+    assert line(after, "Room") == "hall" and line(after, "Here") == "rug"
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        "take ruby",
+        "take knife from chest",
+        "drop apple",
+        "put lamp on crate",
+        "insert lamp into crate",
+        "open chest",
+        "close crate",
+        "unlock crate with lamp",
+        "go north",
+        "go west",
+    ],
+)
+def test_a_command_that_cannot_succeed_has_one_outcome_nothing_happens(action: str) -> None:
+    assert step_outcomes(KITCHEN, action, "") == ["Nothing happens."]
+
+
+def test_no_list_for_a_prose_state_or_an_unmodelled_command() -> None:
+    assert step_outcomes("You are in a kitchen.", "take apple", "") is None
+    assert step_outcomes(KITCHEN, "cook apple with stove", "") is None
