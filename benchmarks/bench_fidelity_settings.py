@@ -48,6 +48,7 @@ from dreamgym_env.domains.textworld_state import parse_state, split_things  # no
 from dreamgym_env.evaluation.fidelity import FidelityReport, aggregate  # noqa: E402
 from dreamgym_env.evaluation.runner import BASELINES, EvalRecord, evaluate, model_predictor  # noqa: E402
 from dreamgym_env.experience.backends.openai_http import OpenAIBackend  # noqa: E402
+from dreamgym_env.experience.model import MODEL_ANSWERS  # noqa: E402
 from dreamgym_env.real.textworld import play_noisy_expert, tasks_from_games  # noqa: E402
 from dreamgym_env.real.textworld_suite import _make_one, recipe_for  # noqa: E402
 from dreamgym_env.rollout import Episode, EpisodeJob, RandomPolicy, aplay_on_envs  # noqa: E402
@@ -130,7 +131,7 @@ def score_transitions(
     demos: list[Transition],
     games: dict[str, list[str]],
     concurrency: int,
-    choose_outcomes: bool = False,
+    guided_answers: bool = False,
 ) -> dict[str, Any]:
     """The model and the baselines on every real transition, in both settings (the same samples)."""
     kwargs = recommended_env_kwargs("textworld")
@@ -164,7 +165,7 @@ def score_transitions(
         )
         # Asked once, as the shipped model is played.
         asked_once = dreamgym_env.EnvConfig(
-            parse_retries=0, answer_format="state", choose_outcomes=choose_outcomes
+            parse_retries=0, answer_format="state", guided_answers=guided_answers
         )
         predictors: dict[str, tuple[Any, Any]] = {
             "model": (model_predictor(backend, config, asked_once), backend),
@@ -190,7 +191,7 @@ def score_transitions(
     return out
 
 
-def sim_env(base_url: str, tasks: list[Task], setting: str, max_steps: int, choose_outcomes: bool) -> gym.Env:  # type: ignore[type-arg]
+def sim_env(base_url: str, tasks: list[Task], setting: str, max_steps: int, guided_answers: bool) -> gym.Env:  # type: ignore[type-arg]
     """A simulated TextWorld env of the shipped model, in ``setting``."""
     return gym.make(
         "DreamGym/TextWorld-v0",
@@ -198,7 +199,7 @@ def sim_env(base_url: str, tasks: list[Task], setting: str, max_steps: int, choo
         base_url=base_url,
         max_steps=max_steps,
         setting=setting,
-        **{**recommended_env_kwargs("textworld"), "choose_outcomes": choose_outcomes},
+        **{**recommended_env_kwargs("textworld"), "guided_answers": guided_answers},
     )
 
 
@@ -231,11 +232,11 @@ def play_dream(
     jobs: list[tuple[Task, list[str] | None, int]],
     max_steps: int,
     concurrency: int,
-    choose_outcomes: bool = False,
+    guided_answers: bool = False,
 ) -> list[tuple[Episode, Counter[str]]]:
     """Play each job (a task; a fixed action list, or None for random admissible commands; a seed) in the dream."""
     envs = [
-        sim_env(base_url, tasks, setting, max_steps, choose_outcomes).unwrapped for _ in range(concurrency)
+        sim_env(base_url, tasks, setting, max_steps, guided_answers).unwrapped for _ in range(concurrency)
     ]
     answered: list[Counter[str]] = [Counter() for _ in jobs]
     randoms = [RandomPolicy(seed=seed) for _, _, seed in jobs]
@@ -282,6 +283,11 @@ def _cell(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def model_share(answered: Counter[str]) -> float:
+    """The share of steps the model decided (writing or choosing the answer)."""
+    return sum(answered[a] for a in MODEL_ANSWERS) / max(1, sum(answered.values()))
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The result's three tables, as ``docs/experience_model.md`` quotes them."""
     settings = result["settings"]
@@ -293,7 +299,8 @@ def markdown(result: dict[str, Any]) -> str:
     for setting in SETTINGS:
         for name, row in settings[setting]["transitions"].items():
             kinds = row["by_kind"]
-            model_share = row["by_answered_by"].get("model", {}).get("n", 0) / row["transitions"]
+            answered = row["by_answered_by"]
+            model_share = sum(answered.get(a, {}).get("n", 0) for a in MODEL_ANSWERS) / row["transitions"]
             lines.append(
                 f"| {setting} | {name} | {row['transitions']} | {_cell(row['exact_match'])} "
                 f"| {_cell(row['determined_change_exact'])} ({kinds.get('determined', {}).get('n', 0)}) "
@@ -350,6 +357,12 @@ def main() -> int:
         "(scripts/package_textworld_model.py), trained with the shipped model's prompt settings.",
     )
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--guided-answers",
+        action="store_true",
+        help="Play and score with EnvConfig.guided_answers: a choice among the outcomes TextWorld writes "
+        "out, and revealing answers decoded in the form it gives.",
+    )
     parser.add_argument("--out", default=str(ROOT / "docs" / "results" / "fidelity_textworld_settings.json"))
     parser.add_argument("--markdown", help="Print the tables of this result file and stop.")
     args = parser.parse_args()
@@ -392,10 +405,11 @@ def main() -> int:
         "weights_sha256": weights_checksum(args.model_dir or shipped_model_dir("textworld")),
         "games": {f: [Path(p).name for p in ps] for f, ps in games.items()},
         "real_transitions": len(real),
+        "guided_answers": args.guided_answers,
         "settings": {},
     }
     with served(args.base_url, args.model_dir) as base_url:
-        transitions = score_transitions(base_url, real, demos, games, args.concurrency)
+        transitions = score_transitions(base_url, real, demos, games, args.concurrency, args.guided_answers)
         for setting in SETTINGS:
             expert_jobs = [(by_id[tid], actions, 0) for tid, actions in sorted(walkthroughs.items())]
             expert = play_dream(
@@ -405,13 +419,16 @@ def main() -> int:
                 expert_jobs,
                 len(max(walkthroughs.values(), key=len)) + 1,
                 args.concurrency,
+                args.guided_answers,
             )
             random_jobs = [
                 (by_id[tid], None, 1000 * i + e)
                 for i, tid in enumerate(sorted(real_random))
                 for e in range(args.random_episodes)
             ]
-            randoms = play_dream(base_url, tasks, setting, random_jobs, args.max_steps, args.concurrency)
+            randoms = play_dream(
+                base_url, tasks, setting, random_jobs, args.max_steps, args.concurrency, args.guided_answers
+            )
             per_family: dict[str, Any] = {}
             for family in FAMILIES:
                 ids = {f"textworld-{Path(p).stem}" for p in games[family]}
@@ -430,12 +447,15 @@ def main() -> int:
                     "contradictions": sum(b for _, b in revisits),
                 }
             everything = sum((c for _, c in randoms), Counter())
+            walked = sum((c for _, c in expert), Counter())
             result["settings"][setting] = {
                 "transitions": transitions[setting],
                 "walkthrough_paid": sum(ep.success for ep, _ in expert) / len(expert),
                 "random_policy": per_family,
                 "random_answered_by": dict(everything),
-                "random_model_share": everything["model"] / max(1, sum(everything.values())),
+                "random_model_share": model_share(everything),
+                "walkthrough_answered_by": dict(walked),
+                "walkthrough_model_share": model_share(walked),
             }
             print(setting, "walkthrough paid", result["settings"][setting]["walkthrough_paid"], flush=True)
             for family, row in per_family.items():

@@ -309,15 +309,17 @@ class EnvConfig(BaseModel):
         "answer form, as plain text, and the domain lists the actions and rules the ending (about half "
         "the tokens of a JSON answer, for a model fine-tuned to it; TextWorld's shipped model).",
     )
-    choose_outcomes: bool = Field(
+    guided_answers: bool = Field(
         False,
         description="Where the domain writes out a step's possible outcomes (Domain.outcomes: TextWorld's "
         "take, drop, put, open of a container whose contents are known, a move into a room already seen: "
         "nothing happens, or it succeeds and the game goes on, is won or is lost), the model's answer is "
         "decoded as a choice among them (vLLM's structured outputs), so it judges the outcome and "
-        "cannot get the bookkeeping wrong (a thing left both in a chest and carried). Steps whose outcome "
-        "shows something new (a room entered for the first time) are written freely. A step with one "
-        "possible outcome (it cannot succeed) is the rules'. Needs answer_format='state'.",
+        "cannot get the bookkeeping wrong (a thing left both in a chest and carried). A step whose outcome "
+        "shows something new (a room entered for the first time) is written by the model in the form the "
+        "domain gives (Domain.answer_pattern, a regular expression: the new room has an exit back), so "
+        "its invention agrees with what the episode showed. A step with one possible outcome (it cannot "
+        "succeed) is the rules'. Needs answer_format='state'.",
     )
     caps_in_schema: bool = Field(
         False,

@@ -190,6 +190,14 @@ class Domain(ABC):
         """
         return None
 
+    def answer_pattern(self, task: Task, history: Sequence[Step], state: str, action: str) -> str | None:
+        """A regular expression every answer consistent with the episode matches, for a step without :meth:`outcomes`.
+
+        The answer is decoded to match it (:attr:`EnvConfig.guided_answers`): the model still invents
+        what the step shows, in a form that agrees with what is known. ``None`` (the default) leaves it free.
+        """
+        return None
+
     def step_kind(self, seen: Sequence[str], state: str, action: str, next_state: str) -> tuple[str, str]:
         """A real step's verb family and kind (``observe``, ``no_change``, ``revealing``, ``determined``).
 

@@ -34,7 +34,7 @@ from dreamgym_env.domains.textworld_facts import (
     render_facts_state,
 )
 from dreamgym_env.domains.textworld_goal import goal_outcome
-from dreamgym_env.domains.textworld_outcomes import step_outcomes
+from dreamgym_env.domains.textworld_outcomes import step_outcomes, step_pattern
 from dreamgym_env.domains.textworld_state import (
     CanonicalState,
     admissible_commands,
@@ -271,6 +271,17 @@ class TextWorldDomain(Domain):
             return step_outcomes(state, action, world, seen, whole_layout=True)
         layout = dream_layout([*seen, state], [step.action for step in history])
         return step_outcomes(state, action, layout, seen)
+
+    def answer_pattern(self, task: Task, history: Sequence[Step], state: str, action: str) -> str | None:
+        """The form of a revealing step's answer (:func:`~dreamgym_env.domains.textworld_outcomes.step_pattern`).
+
+        A new room with the way back among its exits; a container opened and holding something or empty.
+        """
+        seen = [step.state for step in history]
+        world = task.metadata.get("world")
+        if not isinstance(world, str):
+            world = dream_layout([*seen, state], [step.action for step in history])
+        return step_pattern(state, action, world, seen)
 
     def state_answer(self, state: str, next_state: str) -> str:
         """The result line and the lines that change (:func:`~dreamgym_env.domains.textworld_state.state_changes`)."""

@@ -21,10 +21,12 @@ bare name when nothing is on it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dreamgym_env.domains.textworld_state import (
+    _OPPOSITE,
     CanonicalState,
     _item_parts,
     exits_of,
@@ -35,7 +37,7 @@ from dreamgym_env.domains.textworld_state import (
     world_part,
 )
 
-__all__ = ["step_outcomes"]
+__all__ = ["step_outcomes", "step_pattern"]
 
 RESULT_CHANGED = "Done."
 RESULT_NOTHING = "Nothing happens."
@@ -248,3 +250,42 @@ def step_outcomes(
     return [state_changes(state, nothing)] + [
         state_changes(state, CanonicalState(result, lines).render()) for result in ENDINGS
     ]
+
+
+_LINE = r"[^\n]+"
+_ENDING = "(" + "|".join(re.escape(result) for result in ENDINGS) + ")"
+
+
+def step_pattern(state: str, action: str, world: str, seen: Sequence[str] = ()) -> str | None:
+    """The form of an answer that reveals something, as a regular expression; ``None`` for any other step.
+
+    For the steps :func:`step_outcomes` cannot write out, because they show what the episode has not:
+
+    * a move through an open exit into a room the layout does not know: the step succeeds (it goes
+      on, wins or loses), and the new room has its name, its things, and among its exits the way back;
+    * opening a closed container whose contents are not known: the rest of its line stays as it was,
+      and the container reads ``open`` and holds something or is ``empty``.
+
+    The model writes the room or the contents; the pattern keeps its invention consistent with
+    what the episode showed (a room with no way back would contradict the move that entered it).
+    """
+    parsed = parse_state(state)
+    if parsed is None or step_outcomes(state, action, world, seen) is not None:
+        return None
+    if action.startswith("go "):
+        back = _OPPOSITE.get(action[3:])
+        if back is None:
+            return None
+        exits = rf"([^\n]*, )?{back}( \([^\n()]*\))?(, {_LINE})?"
+        return rf"{_ENDING}\nRoom: {_LINE}\nExits: {exits}\nHere: {_LINE}"
+    if action.startswith("open "):
+        name = action[len("open ") :]
+        for key in ("Here", "Carrying"):
+            things = _things(parsed.lines[key])
+            thing = _find(things, name)
+            if thing is None or thing.state != "closed":
+                continue
+            thing.state, thing.held, thing.word = "open", [_Thing("\x00")], "holds"
+            before, _, after = _render(things).partition("holds: \x00")
+            return rf"{_ENDING}\n{key}: {re.escape(before)}(holds: {_LINE}|empty){re.escape(after)}"
+    return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -29,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 AnsweredBy = Literal["model", "chosen", "rule", "replay", "memo"]
 """Who answered a step: the model writing the answer, the model choosing among the outcomes the domain
-wrote out (:attr:`EnvConfig.choose_outcomes`), the domain's rules, a recorded real transition, or the
+wrote out (:attr:`EnvConfig.guided_answers`), the domain's rules, a recorded real transition, or the
 model's earlier answer to the same step (:class:`~dreamgym_env.experience.memo.StepMemo`)."""
 
 MODEL_ANSWERS: tuple[AnsweredBy, ...] = ("model", "chosen")
@@ -90,9 +91,9 @@ class ExperienceModel:
         self.backend = backend
         self.config = config
         self.memo = memo if domain.deterministic else None
-        if config.choose_outcomes and config.answer_format != "state":
+        if config.guided_answers and config.answer_format != "state":
             raise ConfigError(
-                "choose_outcomes=True decodes a choice among the domain's written-out answers, which are plain next states: "
+                "guided_answers=True decodes a choice among the domain's written-out answers, which are plain next states: "
                 f"it needs answer_format='state', not {config.answer_format!r}."
             )
         if config.answer_format == "state" and not domain.lists_actions:
@@ -223,7 +224,7 @@ class ExperienceModel:
                     output, None, 0, None, parse_s=time.perf_counter() - start, answered_by=answered_by
                 )
 
-        outcomes = self.domain.outcomes(task, history, state, action) if self.config.choose_outcomes else None
+        outcomes = self.domain.outcomes(task, history, state, action) if self.config.guided_answers else None
         if outcomes is not None and len(outcomes) == 1:  # it cannot succeed: nothing to ask
             output, _ = self._complete(self._as_output(outcomes[0]), task, history, state, action)
             if output is not None:
@@ -242,6 +243,8 @@ class ExperienceModel:
         )
         if outcomes:  # the model chooses among them
             request = replace(request, choices=tuple(outcomes))
+        elif self.config.guided_answers:  # it writes what the step shows, in the form the domain gives
+            request = replace(request, pattern=self.domain.answer_pattern(task, history, state, action))
         build_s = time.perf_counter() - start
 
         def ask() -> Awaitable[Prediction]:
@@ -315,8 +318,9 @@ class ExperienceModel:
                     raise PromptTooLongError(full)
                 start = time.perf_counter()
                 output, error = _parse(completion, self.config)
-                if output is not None and request.choices and output.next_state not in request.choices:
-                    output, error = None, _off_the_list(completion.text, request.choices)
+                if output is not None:
+                    error = _unguided(output.next_state, request)
+                    output = None if error else output
                 if output is not None:
                     output, error = self._complete(output, task, history, state, action)
                 parse_s += time.perf_counter() - start
@@ -454,12 +458,18 @@ def _context_full(completion: Completion, budget: int | None) -> str:
     )
 
 
-def _off_the_list(text: str, choices: Sequence[str]) -> str:
-    """Why an answer that should have been one of ``choices`` is not accepted."""
-    return (
-        f"the answer {text[:80]!r} is none of the {len(choices)} outcomes it was to choose from: the server "
-        "did not apply the choice (vLLM's structured_outputs); serve the model with vLLM or set choose_outcomes=False"
-    )
+def _unguided(answer: str, request: CompletionRequest) -> str:
+    """Why an answer decoded under the request's choice or pattern does not keep to it ("" if it does).
+
+    Structured decoding makes it keep to it; a server that ignores the request's ``structured_outputs``
+    (one that is not vLLM's) may not, and its answer is then refused rather than trusted.
+    """
+    fix = "the server did not apply vLLM's structured_outputs: serve the model with vLLM, or set guided_answers=False"
+    if request.choices and answer not in request.choices:
+        return f"the answer {answer[:80]!r} is none of the {len(request.choices)} outcomes to choose from ({fix})"
+    if request.pattern and re.fullmatch(request.pattern, answer) is None:
+        return f"the answer {answer[:80]!r} does not have the form the domain gives ({fix})"
+    return ""
 
 
 def _parse(completion: Completion, config: EnvConfig) -> tuple[ExperienceOutput | None, str]:

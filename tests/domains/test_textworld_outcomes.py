@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from dreamgym_env.domains.textworld_outcomes import step_outcomes
+from dreamgym_env.domains.textworld_outcomes import step_outcomes, step_pattern
 from dreamgym_env.domains.textworld_state import complete_state
 
 KITCHEN = "\n".join(
@@ -114,3 +116,27 @@ def test_a_command_that_cannot_succeed_has_one_outcome_nothing_happens(action: s
 def test_no_list_for_a_prose_state_or_an_unmodelled_command() -> None:
     assert step_outcomes("You are in a kitchen.", "take apple", "") is None
     assert step_outcomes(KITCHEN, "cook apple with stove", "") is None
+
+
+def test_a_move_into_an_unknown_room_must_have_the_way_back() -> None:
+    pattern = step_pattern(KITCHEN, "go east", "")
+    assert pattern is not None
+    assert re.fullmatch(pattern, "Done.\nRoom: hall\nExits: north, west (oak door: open)\nHere: rug")
+    assert re.fullmatch(pattern, "You won.\nRoom: hall\nExits: west\nHere: nothing")
+    assert not re.fullmatch(pattern, "Done.\nRoom: hall\nExits: north\nHere: rug")  # no way back
+    assert not re.fullmatch(pattern, "Nothing happens.")  # the exit is open: the move succeeds
+
+
+def test_opening_an_unknown_container_changes_only_its_listing() -> None:
+    pattern = step_pattern(KITCHEN, "open crate", "")
+    assert pattern is not None
+    here = "chest (open, holds: apple, key), coin, crate ({}), table (on: knife)"
+    assert re.fullmatch(pattern, "Done.\nHere: " + here.format("open, holds: ruby, map"))
+    assert re.fullmatch(pattern, "Done.\nHere: " + here.format("open, empty"))
+    assert not re.fullmatch(pattern, "Done.\nHere: " + here.format("closed"))
+    assert not re.fullmatch(pattern, "Done.\nHere: coin, crate (open, empty), table (on: knife)")
+
+
+def test_no_pattern_where_the_outcomes_are_written_out() -> None:
+    assert step_pattern(KITCHEN, "take coin", "") is None
+    assert step_pattern(KITCHEN, "look", "") is None

@@ -50,7 +50,9 @@ class CompletionRequest:
             the same prompt again would give the same unusable answer.
         choices: The answers the model may give, exactly (structured decoding of a choice: each
             token is the model's most likely one among those that keep to a listed answer); ``None``
-            leaves the answer free. The outcomes the domain wrote out (:attr:`EnvConfig.choose_outcomes`).
+            leaves the answer free. The outcomes the domain wrote out (:attr:`EnvConfig.guided_answers`).
+        pattern: A regular expression the whole answer must match (structured decoding), for an
+            answer the domain can shape but not write (:meth:`Domain.answer_pattern`); ``None`` leaves it free.
     """
 
     messages: list[dict[str, str]]
@@ -61,6 +63,7 @@ class CompletionRequest:
     episode_id: str | None = None
     temperature: float | None = None
     choices: tuple[str, ...] | None = None
+    pattern: str | None = None
 
 
 @dataclass

@@ -199,6 +199,8 @@ class OpenAIBackend(Backend):
             }
         if request.choices is not None:  # vLLM's structured outputs
             kwargs["structured_outputs"] = {"choice": list(request.choices)}
+        elif request.pattern is not None:
+            kwargs["structured_outputs"] = {"regex": request.pattern}
         if cfg.send_seed and request.seed is not None:
             kwargs["seed"] = request.seed
         if cfg.extra_body:

@@ -131,6 +131,7 @@ def _keyed_fields(request: CompletionRequest, sampling: dict[str, Any]) -> dict[
         "sampling": sampling,
         **({} if request.temperature is None else {"temperature": request.temperature}),
         **({} if request.choices is None else {"choices": list(request.choices)}),
+        **({} if request.pattern is None else {"pattern": request.pattern}),
     }
 
 

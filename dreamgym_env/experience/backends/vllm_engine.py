@@ -178,6 +178,8 @@ class VLLMEngineBackend(Backend):
                     seed=r.seed if self.send_seed else None,
                     structured_outputs=StructuredOutputsParams(choice=list(r.choices))
                     if r.choices is not None
+                    else StructuredOutputsParams(regex=r.pattern)
+                    if r.pattern is not None
                     else None
                     if r.json_schema is None
                     else StructuredOutputsParams(json=r.json_schema),

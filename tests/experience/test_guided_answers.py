@@ -1,4 +1,4 @@
-"""``EnvConfig.choose_outcomes``: the model's answer is a choice among the outcomes the domain wrote out."""
+"""``EnvConfig.guided_answers``: the model's answer is a choice among the outcomes the domain wrote out."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from dreamgym_env.types import Task
 
 STATE = "Room: kitchen\nExits: east\nHere: chest (open, holds: key), crate (closed)\nCarrying: nothing"
 TASK = Task(task_id="t", domain="textworld", instruction="take the key")
-CHOOSE = EnvConfig(answer_format="state", top_k=0, choose_outcomes=True, parse_retries=0)
+CHOOSE = EnvConfig(answer_format="state", top_k=0, guided_answers=True, parse_retries=0)
 
 
 def _predict(backend: Backend, action: str, config: EnvConfig = CHOOSE):
@@ -52,11 +52,19 @@ def test_a_step_that_cannot_succeed_is_the_rules_and_sends_nothing():
     assert prediction.output is not None and prediction.output.next_state.startswith("Nothing happens.\n")
 
 
-def test_a_revealing_step_is_written_freely():
+def test_a_revealing_step_is_written_in_the_domains_form():
     backend = ScriptedBackend(["Done.\nHere: chest (open, holds: key), crate (open, holds: ruby)"])
     prediction = _predict(backend, "open crate")
-    assert backend.requests[0].choices is None and prediction.answered_by == "model"
+    request = backend.requests[0]
+    assert request.choices is None and request.pattern is not None and prediction.answered_by == "model"
     assert "crate (open, holds: ruby)" in prediction.output.next_state
+
+
+def test_a_revealing_answer_out_of_the_domains_form_is_refused():
+    # The chest changed too: no longer the form of opening the crate.
+    backend = ScriptedBackend(["Done.\nHere: chest (closed), crate (open, holds: ruby)"])
+    with pytest.raises(ResponseFormatError, match="form the domain gives"):
+        _predict(backend, "open crate")
 
 
 def test_off_by_default_and_refused_with_json_answers():
@@ -64,7 +72,7 @@ def test_off_by_default_and_refused_with_json_answers():
     prediction = _predict(backend, "take key from chest", EnvConfig(answer_format="state", top_k=0))
     assert backend.requests[0].choices is None and prediction.answered_by == "model"
     with pytest.raises(ConfigError, match="answer_format='state'"):
-        ExperienceModel(get_domain("textworld"), ScriptedBackend(), EnvConfig(choose_outcomes=True))
+        ExperienceModel(get_domain("textworld"), ScriptedBackend(), EnvConfig(guided_answers=True))
 
 
 class _IgnoresChoices(Backend):
