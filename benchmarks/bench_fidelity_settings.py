@@ -47,6 +47,7 @@ import dreamgym_env  # noqa: E402, F401 - registers the ids
 from dreamgym_env.domains.textworld_state import parse_state, split_things  # noqa: E402
 from dreamgym_env.evaluation.fidelity import FidelityReport, aggregate  # noqa: E402
 from dreamgym_env.evaluation.runner import BASELINES, EvalRecord, evaluate, model_predictor  # noqa: E402
+from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest  # noqa: E402
 from dreamgym_env.experience.backends.openai_http import OpenAIBackend  # noqa: E402
 from dreamgym_env.experience.model import MODEL_ANSWERS  # noqa: E402
 from dreamgym_env.real.textworld import play_noisy_expert, tasks_from_games  # noqa: E402
@@ -125,6 +126,18 @@ def by_family(records: Sequence[EvalRecord], games: dict[str, list[str]], settin
     return {f: report_dict(aggregate(f, [r.score for r in rs], setting)) for f, rs in sorted(grouped.items())}
 
 
+class FirstSuccess(Backend):
+    """A model-free baseline under the same rules and guidance as the model: it always picks success.
+
+    Where the domain writes out a step's outcomes it takes the first success that goes on (``Done.``),
+    never a win or a loss; a revealing step it cannot write (its answer is refused, a parse failure).
+    """
+
+    async def acomplete(self, request: CompletionRequest) -> Completion:
+        choices = request.choices or ()
+        return Completion(text=choices[1] if len(choices) > 1 else "Nothing happens.")
+
+
 def score_transitions(
     base_url: str,
     real: list[Transition],
@@ -171,6 +184,8 @@ def score_transitions(
             "model": (model_predictor(backend, config, asked_once), backend),
             **{name: (baseline, None) for name, baseline in BASELINES.items()},
         }
+        if guided_answers:  # what the model adds over the written-out outcomes
+            predictors["first-success"] = (model_predictor(FirstSuccess(), config, asked_once), None)
         for name, (predictor, owner) in predictors.items():
             started = time.perf_counter()
             work = evaluate(name, predictor, cases, concurrency=concurrency, setting=setting)
