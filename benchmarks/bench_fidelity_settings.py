@@ -278,13 +278,22 @@ def play_dream(
     return list(zip(episodes, answered, strict=True))
 
 
-def play_real_random(game: str, episodes: int, max_steps: int, seed: int) -> list[bool]:
-    """Success of ``episodes`` random-policy episodes of one real game."""
+def episode_seed(game: int, episode: int) -> int:
+    """The random policy's seed of one episode, the same in the dream and the real game (paired episodes).
+
+    Both list the same commands in the same order, so a dream that matched the game step for step
+    would play each episode exactly as the real one.
+    """
+    return 1000 * game + episode
+
+
+def play_real_random(game: str, episodes: int, max_steps: int, index: int) -> list[bool]:
+    """Success of ``episodes`` random-policy episodes of one real game (the ``index``-th)."""
     env = gym.make("DreamGym/TextWorld-Real-v0", game_files=[game], max_steps=max_steps)
-    policy = RandomPolicy(seed=seed)
     wins = []
     for e in range(episodes):
-        obs, info = env.reset(seed=seed * 100 + e)
+        policy = RandomPolicy(seed=episode_seed(index, e))
+        obs, info = env.reset(seed=episode_seed(index, e))
         while True:
             obs, _, terminated, truncated, info = env.step(policy(obs, info))
             if terminated or truncated:
@@ -437,19 +446,21 @@ def main() -> int:
                 args.guided_answers,
             )
             random_jobs = [
-                (by_id[tid], None, 1000 * i + e)
-                for i, tid in enumerate(sorted(real_random))
+                (by_id[tid], None, episode_seed(i, e))
+                for i, tid in enumerate(real_random)  # in the order of the games: paired seeds
                 for e in range(args.random_episodes)
             ]
             randoms = play_dream(
                 base_url, tasks, setting, random_jobs, args.max_steps, args.concurrency, args.guided_answers
             )
+            real_of = [real_random[tid][e] for tid in real_random for e in range(args.random_episodes)]
             per_family: dict[str, Any] = {}
             for family in FAMILIES:
                 ids = {f"textworld-{Path(p).stem}" for p in games[family]}
                 paid = [ep.success for ep, _ in expert if ep.task_id in ids]
                 dream = [ep.success for ep, _ in randoms if ep.task_id in ids]
                 real_wins = [w for tid in ids for w in real_random[tid]]
+                pairs = [(ep.success, won) for (ep, _), won in zip(randoms, real_of) if ep.task_id in ids]
                 answered = sum((c for ep, c in randoms if ep.task_id in ids), Counter())
                 revisits = [contradictions(ep) for ep, _ in randoms if ep.task_id in ids]
                 per_family[family] = {
@@ -457,6 +468,8 @@ def main() -> int:
                     "random_success_dream": statistics.mean(dream) if dream else None,
                     "random_success_real": statistics.mean(real_wins) if real_wins else None,
                     "random_episodes": len(dream),
+                    # Paired episodes (one seed in both): how often the dream ended as the game did.
+                    "random_same_outcome": statistics.mean(d == r for d, r in pairs) if pairs else None,
                     "answered_by": dict(answered),
                     "revisits": sum(r for r, _ in revisits),
                     "contradictions": sum(b for _, b in revisits),
