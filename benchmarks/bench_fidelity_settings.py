@@ -460,7 +460,11 @@ def main() -> int:
                 paid = [ep.success for ep, _ in expert if ep.task_id in ids]
                 dream = [ep.success for ep, _ in randoms if ep.task_id in ids]
                 real_wins = [w for tid in ids for w in real_random[tid]]
-                pairs = [(ep.success, won) for (ep, _), won in zip(randoms, real_of) if ep.task_id in ids]
+                pairs = [
+                    (ep.success, won)
+                    for (ep, _), won in zip(randoms, real_of, strict=True)
+                    if ep.task_id in ids
+                ]
                 answered = sum((c for ep, c in randoms if ep.task_id in ids), Counter())
                 revisits = [contradictions(ep) for ep, _ in randoms if ep.task_id in ids]
                 per_family[family] = {
