@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from dreamgym_env.types import Transition
+    from dreamgym_env.records import Transition
 
 ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
@@ -79,7 +79,7 @@ def format_range(values: Sequence[float], fmt: str = "{:.2f}") -> str:
 # ------------------------------------------------------------------------------------------------ rows
 def transition(i: int) -> Transition:
     """A synthetic WebShop-like transition, distinct for every ``i``: rows for the buffer benchmarks."""
-    from dreamgym_env.types import Transition  # here: importing the harness imports no package
+    from dreamgym_env.records import Transition  # here: importing the harness imports no package
 
     return Transition(
         domain="webshop",

@@ -25,9 +25,9 @@ import dreamgym_env  # noqa: F401 - registers the ids
 from dreamgym_env.buffer import ReplayBuffer
 from dreamgym_env.real.textworld import play_noisy_expert, tasks_from_games
 from dreamgym_env.real.textworld_suite import build_suite
+from dreamgym_env.records import Transition
 from dreamgym_env.rollout import unbatch_infos
 from dreamgym_env.serving.shipped import recommended_env_kwargs, serve_shipped_model
-from dreamgym_env.types import Transition
 
 
 def add_workload_args(parser: argparse.ArgumentParser) -> None:

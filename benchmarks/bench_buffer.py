@@ -28,7 +28,7 @@ from _harness import arg_parser
 
 from dreamgym_env.buffer import BufferConfig, HashingEmbedder, IndexConfig, ReplayBuffer, embed_pairs
 from dreamgym_env.buffer.index import ExactIndex, IVFIndex
-from dreamgym_env.types import Transition
+from dreamgym_env.records import Transition
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

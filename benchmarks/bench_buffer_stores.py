@@ -34,15 +34,15 @@ import numpy as np
 from _harness import arg_parser, format_range
 
 from dreamgym_env.buffer import BufferConfig, IndexConfig, ReplayBuffer
+from dreamgym_env.records import Transition
 from dreamgym_env.storage.pg_cluster import TemporaryPostgres
-from dreamgym_env.types import Transition
 
 DIM = 256
 WRITER = textwrap.dedent(
     """
     import sys, time
     from dreamgym_env.buffer import ReplayBuffer
-    from dreamgym_env.types import Transition
+    from dreamgym_env.records import Transition
 
     location, name, rows, batch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     with ReplayBuffer.open(location, busy_timeout_s=120, index={"kind": "exact"}) as buffer:

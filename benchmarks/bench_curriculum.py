@@ -31,8 +31,8 @@ from dreamgym_env.curriculum import CurriculumSampler, TaskPool
 from dreamgym_env.domains import Domain, InitialState, register_domain_factory
 from dreamgym_env.experience.backends.base import CompletionRequest
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
+from dreamgym_env.records import Task
 from dreamgym_env.tasks import TaskList
-from dreamgym_env.types import Task
 
 VERBS = ["deliver", "inspect", "assemble", "repair", "collect", "sort", "label", "measure", "clean", "paint"]
 ADJS = ["crimson", "wooden", "heavy", "fragile", "golden", "rusty", "silver", "narrow", "frozen", "bright"]

@@ -52,6 +52,7 @@ from dreamgym_env.experience.backends.openai_http import OpenAIBackend  # noqa: 
 from dreamgym_env.experience.model import MODEL_ANSWERS  # noqa: E402
 from dreamgym_env.real.textworld import play_noisy_expert, tasks_from_games  # noqa: E402
 from dreamgym_env.real.textworld_suite import _make_one, recipe_for  # noqa: E402
+from dreamgym_env.records import Task, Transition  # noqa: E402
 from dreamgym_env.rollout import Episode, EpisodeJob, RandomPolicy, aplay_on_envs  # noqa: E402
 from dreamgym_env.serving.shipped import (  # noqa: E402
     recommended_env_kwargs,
@@ -62,7 +63,6 @@ from dreamgym_env.serving.shipped import (  # noqa: E402
     weights_checksum,
 )
 from dreamgym_env.training.sft_data import DemonstrationIndex, SFTBuildConfig, build_cases  # noqa: E402
-from dreamgym_env.types import Task, Transition  # noqa: E402
 
 FAMILIES = ("custom", "tw-treasure_hunter", "tw-coin_collector", "tw-simple")
 UNSEEN_SEED = 9_000_000

@@ -442,7 +442,7 @@ SQLITE_WRITER = textwrap.dedent(
     """
     import sys
     from dreamgym_env.buffer import BufferConfig, EmbedderConfig, IndexConfig, ReplayBuffer
-    from dreamgym_env.types import Transition
+    from dreamgym_env.records import Transition
 
     path, name, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
     config = BufferConfig(path=path, embedder=EmbedderConfig(dim=64), busy_timeout_s=60,
@@ -617,7 +617,7 @@ PG_WRITER = textwrap.dedent(
     """
     import sys
     from dreamgym_env.buffer import ReplayBuffer
-    from dreamgym_env.types import Transition
+    from dreamgym_env.records import Transition
 
     url, name, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with ReplayBuffer.open(url, busy_timeout_s=60) as buffer:

@@ -10,7 +10,9 @@ printed unless the application configures logging (e.g. ``logging.basicConfig(le
 """
 
 import logging
+import sys
 
+from dreamgym_env import records
 from dreamgym_env.config import BackendConfig, EnvConfig
 from dreamgym_env.domains import Domain, InitialState, available_domains, get_domain
 from dreamgym_env.domains.spec import DomainSpec, load_spec, register_domain
@@ -20,14 +22,18 @@ from dreamgym_env.experience.backends import Backend, Completion, CompletionRequ
 from dreamgym_env.experience.backends.recording import RecordingBackend, record, replay
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
 from dreamgym_env.experience.schema import ExperienceOutput
+from dreamgym_env.records import Step, Task, Transition
 from dreamgym_env.registration import BUILTIN_IDS, register_envs
 from dreamgym_env.retrieval import BatchRetriever, RetrievalQuery, Retriever
 from dreamgym_env.spaces import FreeText
 from dreamgym_env.tasks import TaskList, TaskSampler
-from dreamgym_env.types import Step, Task, Transition
 from dreamgym_env.vector import DreamGymVectorEnv
 
 __version__ = "0.1.0"
+
+# The records module's former name: code written against ``dreamgym_env.types`` keeps importing, while
+# no file in the package shadows the standard library's ``types``.
+sys.modules.setdefault(f"{__name__}.types", records)
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 

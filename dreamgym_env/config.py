@@ -44,6 +44,8 @@ from dreamgym_env._secrets import (
     split_userinfo,
 )
 from dreamgym_env.errors import ConfigError
+from dreamgym_env.shipped_settings import SHIPPED_MODELS, recommended_env_kwargs
+from dreamgym_env.spaces import DEFAULT_MAX_STATE_CHARS
 
 __all__ = ["BackendConfig", "EnvConfig", "Setting", "merge_overrides", "validated"]
 
@@ -294,7 +296,9 @@ class EnvConfig(BaseModel):
         description="Most recent steps of history in the prompt; None keeps all (best for caching).",
     )
     max_action_chars: int = Field(512, ge=1)
-    max_state_chars: int = Field(4000, ge=16, description="Cap on a predicted state (enforced in decoding).")
+    max_state_chars: int = Field(
+        DEFAULT_MAX_STATE_CHARS, ge=16, description="Cap on a predicted state (enforced in decoding)."
+    )
     max_reasoning_chars: int = Field(1200, ge=0)
     max_admissible_actions: int = Field(64, ge=0)
     prompt_style: PromptStyle = Field(
@@ -436,8 +440,6 @@ def _shipped_defaults(model: str | None) -> dict[str, Any]:
     A shipped model only answers well to the prompts it was trained on (its history window and number
     of demonstrations) and needs room for its answers, so naming it is enough; a keyword still wins.
     """
-    from dreamgym_env.serving.shipped import SHIPPED_MODELS, recommended_env_kwargs
-
     if model not in SHIPPED_MODELS:
         return {}
     return {k: v for k, v in recommended_env_kwargs(model).items() if k != "model"}

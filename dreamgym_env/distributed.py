@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled
+from dreamgym_env.records import Transition
 from dreamgym_env.rollout import Episode, Policy, collect_episodes
 from dreamgym_env.storage.urls import is_postgres_url, redact
-from dreamgym_env.types import Transition
 
 if TYPE_CHECKING:
     from dreamgym_env.buffer import ReplayBuffer

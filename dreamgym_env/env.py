@@ -16,9 +16,10 @@ from dreamgym_env.episode import EpisodeEnv, EpisodeStart, WorldStep, render_epi
 from dreamgym_env.experience.backends import Backend, make_backend
 from dreamgym_env.experience.memo import StepMemo
 from dreamgym_env.experience.model import ExperienceModel, Prediction
+from dreamgym_env.records import Source, Task, Transition
 from dreamgym_env.retrieval import RetrievalQuery, Retriever
+from dreamgym_env.shipped_settings import SHIPPED_MODELS
 from dreamgym_env.tasks import OutcomeReporter, TaskSampler, as_task_sampler, resolve_task
-from dreamgym_env.types import Source, Task, Transition
 
 __all__ = ["DreamGymEnv", "render_episode"]
 
@@ -238,13 +239,14 @@ def default_retriever(domain: Domain, config: EnvConfig) -> Retriever | None:
 
     A shipped model (``model="textworld"`` for its domain) was trained with a real transition in every
     prompt; without a buffer it would be asked prompts it never saw. Its demonstrations
-    (:func:`~dreamgym_env.serving.shipped.shipped_demonstrations`) fill in, unless ``top_k`` is 0.
+    (:func:`~dreamgym_env.buffer.demonstrations.shipped_demonstrations`) fill in, unless ``top_k`` is 0.
+    They are imported only then: an env of any other model loads no replay buffer.
     """
-    from dreamgym_env.serving.shipped import shipped_demonstrations
-
     model = config.backend.model
     if not config.top_k or model != domain.name:
         return None
+    from dreamgym_env.buffer.demonstrations import shipped_demonstrations
+
     return shipped_demonstrations(model)
 
 
@@ -279,8 +281,6 @@ def _warn_if_untrained_tasks(domain: Domain, model: str | None) -> None:
     drawn rooms have none, so it would invent the world (and, before this warning, reported success for
     near-random policies).
     """
-    from dreamgym_env.serving.shipped import SHIPPED_MODELS
-
     if model in SHIPPED_MODELS and model == domain.name:
         warnings.warn(
             f"The shipped {model!r} experience model was trained on tasks made from generated games "

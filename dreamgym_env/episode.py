@@ -26,8 +26,8 @@ from dreamgym_env._event_loop import run_sync
 from dreamgym_env.config import EnvConfig
 from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.errors import DreamGymError, InvalidActionError, RenderModeError
-from dreamgym_env.spaces import FreeText, escape_non_text, text_problem
-from dreamgym_env.types import Source, Step, Task, Transition
+from dreamgym_env.records import Source, Step, Task, Transition
+from dreamgym_env.spaces import DEFAULT_MAX_STATE_CHARS, FreeText, escape_non_text, fit_state, text_problem
 
 __all__ = [
     "DEFAULT_MAX_STATE_CHARS",
@@ -40,8 +40,6 @@ __all__ = [
     "render_episode",
 ]
 
-DEFAULT_MAX_STATE_CHARS: int = EnvConfig.model_fields["max_state_chars"].default
-"""Longest state, simulated or real, unless configured (``max_state_chars``)."""
 _DEFAULT_MAX_ACTION_CHARS: int = EnvConfig.model_fields["max_action_chars"].default
 """Longest accepted action unless configured (``max_action_chars``)."""
 _FEEDBACK_CHARS = 1024
@@ -110,11 +108,6 @@ class PendingStep:
     rng_state: Mapping[str, Any] | None = None
     transition: Transition | None = None
     """What committing it stores (``None`` if the state stays), built once when it is proposed."""
-
-
-def fit_state(state: str, max_chars: int) -> str:
-    """``state`` within ``max_chars``, cut at the end: a listing's head (page, room, task) is kept."""
-    return state[:max_chars]
 
 
 def _feedback_observation(error: str, state: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from dreamgym_env.types import Transition
+from dreamgym_env.records import Transition
 
 __all__ = ["BatchRetriever", "RetrievalQuery", "Retriever"]
 

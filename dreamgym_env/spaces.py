@@ -23,7 +23,19 @@ from gymnasium.spaces import Box, Text
 from gymnasium.spaces.utils import flatten, flatten_space, unflatten
 from gymnasium.vector.utils import read_from_shared_memory
 
-__all__ = ["CONTROL_CHARACTERS", "FreeText", "SharedTextBatch", "escape_non_text", "text_problem"]
+__all__ = [
+    "CONTROL_CHARACTERS",
+    "DEFAULT_MAX_STATE_CHARS",
+    "FreeText",
+    "SharedTextBatch",
+    "escape_non_text",
+    "fit_state",
+    "text_problem",
+]
+
+DEFAULT_MAX_STATE_CHARS = 4000
+"""Longest state, simulated or real, unless configured (``max_state_chars``). It is kept with the text
+spaces, below the config and the replay buffer's loaders, so that both read this one value."""
 
 _SAMPLE_CHARSET = string.ascii_letters + string.digits + string.punctuation + " "
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -42,6 +54,11 @@ def text_problem(x: str) -> str | None:
     code = ord(found.group())
     kind = "a lone surrogate (not encodable as UTF-8)" if 0xD800 <= code <= 0xDFFF else "a control character"
     return f"it holds {kind}, U+{code:04X}, at position {found.start()}"
+
+
+def fit_state(state: str, max_chars: int) -> str:
+    """``state`` within ``max_chars``, cut at the end: a listing's head (page, room, task) is kept."""
+    return state[:max_chars]
 
 
 def escape_non_text(x: str) -> str:

@@ -12,8 +12,8 @@ import numpy as np
 from pydantic import ValidationError
 
 from dreamgym_env.errors import DomainError
+from dreamgym_env.records import Task
 from dreamgym_env.spaces import text_problem
-from dreamgym_env.types import Task
 
 __all__ = ["EpisodeOutcome", "OutcomeReporter", "TaskList", "TaskSampler", "as_task_sampler", "resolve_task"]
 

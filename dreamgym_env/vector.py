@@ -25,9 +25,9 @@ from dreamgym_env.episode import PendingStep
 from dreamgym_env.errors import ConfigError, DreamGymError
 from dreamgym_env.experience.backends import Backend, make_backend
 from dreamgym_env.experience.memo import StepMemo
+from dreamgym_env.records import Task, Transition
 from dreamgym_env.retrieval import BatchRetriever, RetrievalQuery, Retriever
 from dreamgym_env.tasks import OutcomeReporter, TaskSampler, as_task_sampler
-from dreamgym_env.types import Task, Transition
 
 __all__ = ["DreamGymVectorEnv"]
 

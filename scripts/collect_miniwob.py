@@ -23,7 +23,7 @@ from dreamgym_env.buffer import ReplayBuffer
 from dreamgym_env.domains.miniwob import load_miniwob_tasks
 from dreamgym_env.real import register_real_envs
 from dreamgym_env.real.miniwob_policies import SOLVED_TASKS, random_action, solution
-from dreamgym_env.types import Task, Transition
+from dreamgym_env.records import Task, Transition
 
 
 def play(env: gym.Env, task: Task, policy: str, rng: np.random.Generator, max_steps: int, seed: int) -> list:

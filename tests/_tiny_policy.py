@@ -38,7 +38,7 @@ def tiny_tokenizer(texts: Sequence[str] = (), tool_actions: Sequence[str] = ()) 
     import transformers
     from trl.chat_template_utils import qwen3_chat_template
 
-    from dreamgym_env.serving.hf_model import train_bpe_tokenizer
+    from dreamgym_env.training.hf_model import train_bpe_tokenizer
 
     tok = train_bpe_tokenizer(
         transformers,
@@ -58,7 +58,7 @@ def tiny_model(tok: Any, seed: int = 0) -> Any:
     import torch
     import transformers
 
-    from dreamgym_env.serving.hf_model import causal_lm
+    from dreamgym_env.training.hf_model import causal_lm
 
     torch.manual_seed(seed)
     return causal_lm(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dreamgym_env.domains.base import Domain, InitialState
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 
 class ToyDomain(Domain):

@@ -29,7 +29,7 @@ from dreamgym_env import ScriptedBackend
 from dreamgym_env.buffer import ReplayBuffer
 from dreamgym_env.cli import main
 from dreamgym_env.errors import DreamGymError
-from dreamgym_env.types import Transition
+from dreamgym_env.records import Transition
 
 SURROGATE = "caf\udce9"  # the bytes b"caf\xe9" (latin-1) as Python hands them over from argv
 HUGE = str(10**30)
@@ -200,7 +200,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from dreamgym_env.domains.spec_cli import starter_spec
     from dreamgym_env.experience.backends.base import CompletionRequest
     from dreamgym_env.experience.backends.recording import record
-    from dreamgym_env.types import Task
+    from dreamgym_env.records import Task
 
     root = tmp_path_factory.mktemp("template")
     transitions = [_transition(i) for i in range(6)]

@@ -13,7 +13,7 @@ from dreamgym_env.errors import (
     InvalidActionError,
     ResponseFormatError,
 )
-from dreamgym_env.types import Transition
+from dreamgym_env.records import Transition
 from tests._toy import ToyDomain
 
 

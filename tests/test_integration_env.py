@@ -12,7 +12,7 @@ from gymnasium.utils.env_checker import check_env
 import dreamgym_env
 from dreamgym_env._event_loop import run_sync
 from dreamgym_env.errors import ServerUnreachableError
-from dreamgym_env.types import Step
+from dreamgym_env.records import Step
 from tests._grammar import answer_token_bound
 
 pytestmark = pytest.mark.integration

@@ -12,8 +12,8 @@ import pytest
 from dreamgym_env import DreamGymEnv, DreamGymVectorEnv, ScriptedBackend
 from dreamgym_env.episode import EpisodeEnv
 from dreamgym_env.errors import DreamGymError
+from dreamgym_env.records import Task
 from dreamgym_env.training.collector import collect_groups
-from dreamgym_env.types import Task
 from tests._toy import ToyDomain
 
 TASK = Task(task_id="toy-1", domain="toy", instruction="Reach room 1")

@@ -10,8 +10,8 @@ from dreamgym_env.domains.textworld_state import dream_layout, nearby_facts
 from dreamgym_env.errors import DomainError
 from dreamgym_env.experience.memo import StepMemo
 from dreamgym_env.experience.schema import ExperienceOutput
+from dreamgym_env.records import Task, Transition
 from dreamgym_env.tasks import TaskList
-from dreamgym_env.types import Task, Transition
 
 START = "Room: west room\nExits: east\nHere: chest (closed)\nCarrying: nothing\n\nYour task is to: take the apple."
 WORLD = (

@@ -164,7 +164,7 @@ def test_a_vector_env_refuses_a_retriever_that_cannot_store_a_step_at_once():
 
 def _seeded_buffer():
     from dreamgym_env.buffer import ReplayBuffer
-    from dreamgym_env.types import Transition
+    from dreamgym_env.records import Transition
 
     buffer = ReplayBuffer()
     buffer.add_many(

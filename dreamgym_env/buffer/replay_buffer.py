@@ -28,9 +28,9 @@ from dreamgym_env.buffer.index import ShardedIndex
 from dreamgym_env.buffer.store import Store, StoredRow, open_store
 from dreamgym_env.buffer.validation import transition_problem
 from dreamgym_env.errors import ConfigError, DataFormatError, StoreError
+from dreamgym_env.records import Transition
 from dreamgym_env.retrieval import RetrievalQuery
 from dreamgym_env.storage.urls import is_postgres_url
-from dreamgym_env.types import Transition
 
 __all__ = ["AddResult", "ReplayBuffer", "ScoredTransition", "check_export_target", "dedup_key"]
 

@@ -35,9 +35,9 @@ from dreamgym_env.buffer.store_sql import (
     row_to_transition,
     row_values,
 )
+from dreamgym_env.records import Transition
 from dreamgym_env.storage.tables import Executor, SQLiteTables
 from dreamgym_env.storage.urls import is_postgres_url
-from dreamgym_env.types import Transition
 
 __all__ = ["SCHEMA_VERSION", "Store", "StoredRow", "TransitionStore", "open_store", "row_to_transition"]
 

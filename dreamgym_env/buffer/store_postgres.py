@@ -30,8 +30,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from dreamgym_env.buffer.store_sql import COLUMNS, SQLTransitionStore, row_values
+from dreamgym_env.records import Transition
 from dreamgym_env.storage.tables import Executor, PostgresTables
-from dreamgym_env.types import Transition
 
 __all__ = ["PostgresTransitionStore"]
 

@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dreamgym_env.errors import StoreError
+from dreamgym_env.records import Transition
 from dreamgym_env.storage.tables import Executor, PostgresTables, SQLiteTables, where
-from dreamgym_env.types import Transition
 
 __all__ = ["SCHEMA_VERSION", "SQLTransitionStore", "StoredRow", "row_to_transition"]
 

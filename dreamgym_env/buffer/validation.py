@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from dreamgym_env.types import Transition
+from dreamgym_env.records import Transition
 
 __all__ = ["transition_problem"]
 

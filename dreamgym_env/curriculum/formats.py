@@ -24,7 +24,7 @@ from dreamgym_env.domains.textworld import with_quest
 from dreamgym_env.domains.webarena import DEFAULT_SITE_URLS
 from dreamgym_env.domains.webshop import WEBSHOP_CATEGORIES
 from dreamgym_env.domains.webshop_tasks import OPTIONS_KEY
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 __all__ = [
     "ALFWORLD_FORMAT",

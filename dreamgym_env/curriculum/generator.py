@@ -34,7 +34,7 @@ from dreamgym_env.curriculum.stats import TaskEmbeddings, TaskStats
 from dreamgym_env.curriculum.validators import validate_task
 from dreamgym_env.errors import BackendError, ConfigError, ServerUnreachableError
 from dreamgym_env.experience.backends.base import Backend, CompletionRequest
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 __all__ = ["GenerationResult", "TaskGenerator", "variant_request"]
 

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from dreamgym_env.curriculum.formats import VariantFormat
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 __all__ = ["MINIWOB_FORMAT", "MiniWoBVariant", "validate_miniwob"]
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from dreamgym_env.errors import StoreError
+from dreamgym_env.records import Task
 from dreamgym_env.storage.tables import SQLiteTables, open_tables, where
-from dreamgym_env.types import Task
 
 __all__ = ["Origin", "Outcome", "PoolTask", "Rejection", "TaskPool", "task_family"]
 

@@ -28,8 +28,8 @@ from dreamgym_env.curriculum.stats import TaskEmbeddings, TaskStats, compute_tas
 from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.experience.backends.base import Backend
+from dreamgym_env.records import Task
 from dreamgym_env.tasks import EpisodeOutcome
-from dreamgym_env.types import Task
 
 __all__ = ["CurriculumConfig", "CurriculumSampler"]
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from dreamgym_env.curriculum.pool import Outcome
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 if TYPE_CHECKING:
     from dreamgym_env.buffer.embedders import Embedder

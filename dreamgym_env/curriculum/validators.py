@@ -1,6 +1,6 @@
 """Domain validators: a generated task enters the pool only if it is well-formed and realistic.
 
-A validator takes a :class:`~dreamgym_env.types.Task` and returns ``None`` when the task is
+A validator takes a :class:`~dreamgym_env.records.Task` and returns ``None`` when the task is
 acceptable, or one sentence saying what is wrong (the reason is stored with the rejected candidate,
 so a user can see why a model's proposals fail). Every task first passes :func:`check_instruction`,
 which refuses text that is not a readable instruction (the usual failure of a weak model), then its
@@ -31,7 +31,7 @@ from typing import Any
 
 from dreamgym_env.domains import BUILTIN_DOMAINS, load_entry_point
 from dreamgym_env.domains.webshop import WEBSHOP_CATEGORIES
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 __all__ = [
     "WEBSHOP_CATEGORIES",

@@ -26,7 +26,7 @@ from dreamgym_env.domains.alfworld_tasks import (
 )
 from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.errors import DataFormatError
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 __all__ = ["LAMPS", "LAMP_STANDS", "ROOM_RECEPTACLES", "ALFWorldDomain"]
 

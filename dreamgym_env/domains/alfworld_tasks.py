@@ -16,7 +16,7 @@ from typing import Any
 
 from dreamgym_env.domains.task_files import read_json, require
 from dreamgym_env.errors import DataFormatError, DomainError
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 __all__ = [
     "ALFWORLD_GOAL_TEMPLATES",

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from dreamgym_env.types import Step, Task
+from dreamgym_env.records import Step, Task
 
 __all__ = ["Domain", "InitialState", "StepOutcome", "facts_shown"]
 

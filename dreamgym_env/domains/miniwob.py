@@ -21,7 +21,7 @@ from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.domains.task_files import read_jsonl, require
 from dreamgym_env.domains.webarena import WebArenaDomain
 from dreamgym_env.errors import DataFormatError, DomainError
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 __all__ = [
     "MINIWOB_DISPLAY_URL",

@@ -42,7 +42,7 @@ from dreamgym_env.domains.spec_retrieval import (
     existing_trajectories,
 )
 from dreamgym_env.errors import DomainError
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 __all__ = [
     "DomainSpec",

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dreamgym_env.errors import DataFormatError, DomainError
+from dreamgym_env.records import Transition
 from dreamgym_env.retrieval import RetrievalQuery
-from dreamgym_env.types import Transition
 
 if TYPE_CHECKING:
     from dreamgym_env.buffer import ReplayBuffer

@@ -46,7 +46,7 @@ from dreamgym_env.domains.textworld_state import (
     state_changes,
     step_kind,
 )
-from dreamgym_env.types import Step, Task
+from dreamgym_env.records import Step, Task
 
 _RESULTS = frozenset({RESULT_CHANGED, RESULT_NOTHING, RESULT_WON, RESULT_LOST})
 """The result lines a canonical state starts with."""

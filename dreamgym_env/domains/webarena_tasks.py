@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dreamgym_env.domains.task_files import read_json, require
 from dreamgym_env.errors import DataFormatError
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 __all__ = ["load_webarena_tasks"]
 

@@ -20,7 +20,7 @@ import numpy as np
 from dreamgym_env.domains import BUILTIN_DOMAINS
 from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.domains.webshop_tasks import OPTIONS_KEY, load_webshop_goals
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 __all__ = [
     "GOAL_FACT_KEYS",

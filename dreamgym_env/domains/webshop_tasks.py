@@ -18,7 +18,7 @@ from typing import Any
 
 from dreamgym_env.domains.task_files import read_json, read_jsonl, require
 from dreamgym_env.errors import DataFormatError
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 __all__ = [
     "OPTIONS_KEY",

@@ -93,7 +93,7 @@ def _cases_from_games(args: argparse.Namespace) -> tuple[list[Any], Any]:
     import random
 
     from dreamgym_env.evaluation.games import cases_from_games, find_games
-    from dreamgym_env.serving.shipped import answer_format, prompt_settings, prompt_style
+    from dreamgym_env.shipped_settings import answer_format, prompt_settings, prompt_style
     from dreamgym_env.training.sft_data import SFTBuildConfig
 
     window, top_k = prompt_settings(args.model)

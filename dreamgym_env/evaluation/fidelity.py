@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 from dreamgym_env.experience.model import MODEL_ANSWERS
 from dreamgym_env.experience.schema import ExperienceOutput
-from dreamgym_env.types import Transition
+from dreamgym_env.records import Transition
 
 __all__ = ["FidelityReport", "TransitionScore", "aggregate", "score_transition", "set_f1", "token_f1"]
 

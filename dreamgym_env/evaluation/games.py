@@ -17,8 +17,8 @@ from pathlib import Path
 from dreamgym_env.buffer import ReplayBuffer
 from dreamgym_env.domains import get_domain
 from dreamgym_env.errors import DataFormatError
+from dreamgym_env.records import Transition
 from dreamgym_env.training.sft_data import DemonstrationIndex, SFTBuildConfig, TransitionCase, build_cases
-from dreamgym_env.types import Transition
 
 __all__ = ["cases_from_games", "find_games"]
 

@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from dreamgym_env.domains.base import facts_shown
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.experience.schema import ExperienceOutput
-from dreamgym_env.types import Step, Transition
+from dreamgym_env.records import Step, Transition
 
 __all__ = ["MemoKey", "StepMemo", "task_fingerprint"]
 

@@ -20,8 +20,8 @@ from dreamgym_env.experience.backends.base import Backend, Completion, Completio
 from dreamgym_env.experience.memo import StepMemo, memo_key, task_fingerprint
 from dreamgym_env.experience.prompt import build_messages
 from dreamgym_env.experience.schema import ExperienceOutput, output_json_schema
+from dreamgym_env.records import Step, Task, Transition
 from dreamgym_env.spaces import CONTROL_CHARACTERS
-from dreamgym_env.types import Step, Task, Transition
 
 __all__ = ["MODEL_ANSWERS", "ExperienceModel", "Prediction"]
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from dreamgym_env.config import PromptStyle
 from dreamgym_env.domains.base import Domain
-from dreamgym_env.types import Step, Task, Transition
+from dreamgym_env.records import Step, Task, Transition
 
 __all__ = ["OUTPUT_INSTRUCTIONS", "build_messages"]
 

@@ -29,15 +29,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from dreamgym_env.agent_chat import default_observation_message, default_reset_options, default_system_prompt
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled
+from dreamgym_env.records import Task
 from dreamgym_env.rollout import Episode
 from dreamgym_env.tasks import TaskSampler
-from dreamgym_env.training.collector import (
-    default_observation_message,
-    default_reset_options,
-    default_system_prompt,
-)
-from dreamgym_env.types import Task
 
 __all__ = ["EPISODE_OVER", "TASK_COLUMN", "DreamGymEnvironments", "DreamGymToolEnv", "environments_for"]
 
@@ -161,7 +157,7 @@ class DreamGymEnvironments:
             :class:`~dreamgym_env.curriculum.CurriculumSampler`, which then draws each row's task and is
             told each episode's outcome. Default: the domain's seed tasks for a simulated id.
         system_prompt: The system message of every prompt; default the agent's role and the domain's
-            action grammar (:func:`~dreamgym_env.training.collector.default_system_prompt`).
+            action grammar (:func:`~dreamgym_env.agent_chat.default_system_prompt`).
         observation_message: Renders ``(observation, info, is_first)`` as the text the model sees.
         reset_options: Reset options that start a task (``game_file`` for real TextWorld games).
         seed: The ``k``-th reset (over all environments) is seeded ``seed + k``.

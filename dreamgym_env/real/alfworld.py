@@ -12,7 +12,7 @@ from dreamgym_env.domains.alfworld_tasks import alfworld_trial_task_id, parse_al
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.mapping import clean_game_text
 from dreamgym_env.real.textworld import TextGameEnv
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 __all__ = ["ALFWorldRealEnv"]
 

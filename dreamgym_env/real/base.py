@@ -13,7 +13,7 @@ from abc import abstractmethod
 from typing import Any, ClassVar
 
 from dreamgym_env.episode import EpisodeEnv, EpisodeStart, WorldStep
-from dreamgym_env.types import Source
+from dreamgym_env.records import Source
 
 __all__ = ["RealTextEnv"]
 

@@ -24,12 +24,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dreamgym_env.config import _describe
 from dreamgym_env.domains import Domain
+from dreamgym_env.domains.axtree import axtree_to_state
 from dreamgym_env.episode import WorldStep
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, DreamGymError
-from dreamgym_env.real.axtree import axtree_to_state
 from dreamgym_env.real.base import RealTextEnv
 from dreamgym_env.real.recording import EpisodeRecorder
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 __all__ = [
     "DEFAULT_CHROMIUM_FLAGS",
@@ -224,7 +224,7 @@ class BrowserGymEnv(RealTextEnv):
     """
 
     skip_generic: ClassVar[bool] = True
-    """Whether the listing leaves out ``generic`` nodes (see :func:`~dreamgym_env.real.axtree.axtree_to_state`)."""
+    """Whether the listing leaves out ``generic`` nodes (see :func:`~dreamgym_env.domains.axtree.axtree_to_state`)."""
 
     def __init__(
         self,

@@ -7,7 +7,7 @@ mapped into the same space. These functions do it by rules, one per engine forma
 does) for formats the rules do not cover. Everything here is pure text processing: no engine needs to be installed to use or test it.
 
 Text games and WebShop's text pages are mapped here; BrowserGym's accessibility tree in
-:mod:`~dreamgym_env.real.axtree` and the extraction prompt in :mod:`~dreamgym_env.real.extractor`.
+:mod:`~dreamgym_env.domains.axtree` and the extraction prompt in :mod:`~dreamgym_env.real.extractor`.
 """
 
 from __future__ import annotations

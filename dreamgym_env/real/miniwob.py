@@ -22,7 +22,7 @@ from dreamgym_env.episode import EpisodeStart
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.browser import BrowserGymEnv
 from dreamgym_env.real.miniwob_policies import SOLVED_TASKS
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 __all__ = [
     "DEFAULT_MINIWOB_TASKS",

@@ -26,7 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 __all__ = ["EpisodeRecorder", "SUMMARY_FILE"]
 

@@ -36,7 +36,7 @@ from dreamgym_env.episode import EpisodeStart, WorldStep
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.base import RealTextEnv
 from dreamgym_env.real.mapping import clean_game_text
-from dreamgym_env.types import Task, Transition
+from dreamgym_env.records import Task, Transition
 
 __all__ = [
     "TextGameEnv",

@@ -19,7 +19,7 @@ from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.browser import (
     BrowserGymEnv,
 )
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 __all__ = ["WebArenaRealEnv"]
 

@@ -16,7 +16,7 @@ from dreamgym_env.episode import EpisodeStart, WorldStep
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.base import RealTextEnv
 from dreamgym_env.real.mapping import parse_webshop_text, webshop_page_to_state
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 __all__ = ["WebShopRealEnv", "WebShopTextEngine"]
 

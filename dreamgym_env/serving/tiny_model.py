@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled
-from dreamgym_env.serving.hf_model import (
+from dreamgym_env.training.hf_model import (
     causal_lm,
     check_head_size,
     render_chat,

@@ -33,6 +33,12 @@ from pathlib import Path
 from types import TracebackType
 
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, ServerStartError
+from dreamgym_env.experience.backends.vllm_settings import (
+    PREFIX_BLOCK_SIZE,
+    SMALL_MACHINE_CPUS,
+    default_engine_env,
+    small_machine_cpus,
+)
 
 __all__ = [
     "PREFIX_BLOCK_SIZE",
@@ -60,27 +66,6 @@ SMOKE_SERVER_ARGS: tuple[str, ...] = (
     "--enable-prompt-tokens-details",
 )
 
-# Environment the server gets unless the caller overrides it: no telemetry and no hub traffic (models
-# are local paths), a small KV cache (the CPU build otherwise reserves several GiB), and a private
-# compile cache so parallel servers and test runs do not share state.
-_DEFAULT_ENV = {
-    "HF_HUB_OFFLINE": "1",
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "DO_NOT_TRACK": "1",
-}
-
-#: Fewer CPUs than this and the engine gets them all. vLLM's ``auto`` binding keeps one core for its
-#: frontend, half of a 2-core machine; the engine is compute-bound there, and giving it both cores
-#: took the shipped model from 8 to 13 simulated steps/s at 64 envs (docs/scaling.md, "Levers").
-SMALL_MACHINE_CPUS = 8
-
-#: KV-cache block size a server gets by default, in tokens. vLLM's prefix cache reuses whole blocks
-#: only, and its CPU build defaults to 128: two prompts that share 120 tokens share none. 32 is the
-#: smallest block the CPU attention kernels take (GPU ones take it too); it raised the share of prompt
-#: tokens served from the cache and the simulated steps/s at 64 envs (docs/scaling.md, "Levers").
-PREFIX_BLOCK_SIZE = 32
-
 _LOG_TAIL_CHARS = 4000
 _HEALTH_POLL_SECONDS = 0.5
 # urllib honours http_proxy; requests to the local server must never go through a proxy.
@@ -103,25 +88,6 @@ def cpu_dtype(cpuinfo: str | os.PathLike[str] = "/proc/cpuinfo") -> str:
     return "bfloat16" if {"avx512_bf16", "amx_bf16"} & set(flags) else "float32"
 
 
-def _small_machine_cpus() -> list[int]:
-    """The CPUs this process may use, on a machine with fewer than :data:`SMALL_MACHINE_CPUS`; else none."""
-    if not hasattr(os, "sched_getaffinity"):
-        return []
-    cpus = sorted(os.sched_getaffinity(0))
-    return cpus if len(cpus) < SMALL_MACHINE_CPUS else []
-
-
-def _thread_binding_env() -> dict[str, str]:
-    """Bind the CPU engine to every core this process may use on a small machine (:data:`SMALL_MACHINE_CPUS`).
-
-    Empty where the machine is larger or the process environment already chooses a binding.
-    """
-    cpus = _small_machine_cpus()
-    if "VLLM_CPU_OMP_THREADS_BIND" in os.environ or not cpus:
-        return {}
-    return {"VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, cpus)), "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
-
-
 def _single_process_engine_env() -> dict[str, str]:
     """Let a server's engine run the model in its own process on a small machine (:data:`SMALL_MACHINE_CPUS`).
 
@@ -132,18 +98,9 @@ def _single_process_engine_env() -> dict[str, str]:
     executor). Only for the server: the in-process engine would then run inside the caller's process.
     Empty where the machine is larger or the process environment already chooses.
     """
-    if "VLLM_ENABLE_V1_MULTIPROCESSING" in os.environ or not _small_machine_cpus():
+    if "VLLM_ENABLE_V1_MULTIPROCESSING" in os.environ or not small_machine_cpus():
         return {}
     return {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-
-
-def default_engine_env() -> dict[str, str]:
-    """The environment this package runs a vLLM engine with, as a server or in-process.
-
-    No telemetry, no hub traffic, a 1 GiB KV cache on the CPU build (it otherwise reserves 4 GiB), and on
-    a machine with fewer than :data:`SMALL_MACHINE_CPUS` CPUs the engine bound to all of them.
-    """
-    return {**_DEFAULT_ENV, **_thread_binding_env()}
 
 
 def find_free_port(host: str = "127.0.0.1") -> int:

@@ -21,8 +21,8 @@ from typing import Any
 
 from dreamgym_env.buffer import ReplayBuffer
 from dreamgym_env.experience.backends.base import Backend, CompletionRequest
+from dreamgym_env.records import Transition
 from dreamgym_env.training.sft_data import episodes_of
-from dreamgym_env.types import Transition
 
 __all__ = ["AnnotationReport", "annotate_buffer"]
 

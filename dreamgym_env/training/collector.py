@@ -30,8 +30,10 @@ from gymnasium.vector import AutoresetMode
 
 from dreamgym_env._event_loop import run_sync
 from dreamgym_env._secrets import redact_endpoint_text
+from dreamgym_env.agent_chat import default_observation_message, default_reset_options, default_system_prompt
 from dreamgym_env.domains import get_domain
 from dreamgym_env.errors import BackendError, ConfigError, DependencyNotInstalled, ServerUnreachableError
+from dreamgym_env.records import Task
 from dreamgym_env.rollout import (
     AdvantageScale,
     Episode,
@@ -41,7 +43,6 @@ from dreamgym_env.rollout import (
     group_advantages,
     is_simulated,
 )
-from dreamgym_env.types import Task
 
 __all__ = [
     "ActionSample",
@@ -364,38 +365,6 @@ def _sample_from(text: str, response: Any, choice: Any) -> ActionSample:
         logprobs=logprobs,
         prompt_token_ids=[int(t) for t in prompt_ids] if prompt_ids is not None else None,
     )
-
-
-def default_system_prompt(env: Any) -> str:
-    """The system message: the agent's role and the domain's action grammar.
-
-    ``env`` is an env (its ``unwrapped.domain`` is read), a :class:`~dreamgym_env.domains.Domain`, or
-    anything else (no grammar then).
-    """
-    domain = env if hasattr(env, "action_help") else getattr(getattr(env, "unwrapped", env), "domain", None)
-    grammar = f" {domain.action_help}" if domain is not None else ""
-    return f"You are an agent acting in a text environment. Reply with exactly one action.{grammar}"
-
-
-def default_observation_message(observation: str, info: Mapping[str, Any], first: bool) -> str:
-    """A user turn: the task (first turn only), the observation and the admissible actions."""
-    parts = [f"Task: {info.get('task', '')}", observation] if first else [observation]
-    actions = info.get("admissible_actions") or []
-    if actions:
-        parts.append("Admissible actions: " + "; ".join(str(a) for a in actions))
-    return "\n\n".join(p for p in parts if p)
-
-
-def default_reset_options(task: Task) -> dict[str, Any]:
-    """Reset options that start ``task`` on simulated and real envs alike.
-
-    Simulated envs read ``task``; real TextWorld/ALFWorld envs read ``game_file``, which tasks from
-    :func:`~dreamgym_env.real.textworld.tasks_from_games` carry in their metadata.
-    """
-    options: dict[str, Any] = {"task": task}
-    if task.metadata.get("game_file"):
-        options["game_file"] = task.metadata["game_file"]
-    return options
 
 
 def collect_groups(

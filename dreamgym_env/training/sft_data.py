@@ -35,7 +35,7 @@ from dreamgym_env.errors import ConfigError, DataFormatError
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
 from dreamgym_env.experience.model import ExperienceModel
 from dreamgym_env.experience.schema import ExperienceOutput
-from dreamgym_env.types import Step, Task, Transition
+from dreamgym_env.records import Step, Task, Transition
 
 __all__ = [
     "SFTBuildConfig",

@@ -27,14 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from dreamgym_env.errors import ConfigError, DataFormatError, DependencyNotInstalled
-from dreamgym_env.serving.hf_model import (
+from dreamgym_env.training.answer_loss import answer_token_loss
+from dreamgym_env.training.hf_model import (
     causal_lm,
     check_head_size,
     render_chat,
     save_for_vllm,
     train_bpe_tokenizer,
 )
-from dreamgym_env.training.answer_loss import answer_token_loss
 from dreamgym_env.training.sft_data import load_manifest
 
 __all__ = ["TRAINING_MANIFEST", "ScratchModelSpec", "TrainConfig", "TrainResult", "train_experience_model"]

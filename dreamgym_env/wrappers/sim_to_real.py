@@ -18,9 +18,9 @@ from gymnasium.core import RenderFrame
 
 from dreamgym_env.episode import INVALID_ACTION, EpisodeEnv
 from dreamgym_env.errors import ConfigError, DreamGymError
+from dreamgym_env.records import Task, Transition
 from dreamgym_env.retrieval import Retriever
 from dreamgym_env.spaces import FreeText
-from dreamgym_env.types import Task, Transition
 
 __all__ = ["Phase", "SimToRealEnv", "SimToRealSchedule"]
 

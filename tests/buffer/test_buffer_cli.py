@@ -11,7 +11,7 @@ import pytest
 from dreamgym_env.buffer import ReplayBuffer
 from dreamgym_env.cli import main
 from dreamgym_env.errors import StoreError
-from dreamgym_env.types import Transition
+from dreamgym_env.records import Transition
 
 
 def tr(i):
@@ -144,7 +144,7 @@ def untouched(folder: Path, before: dict[str, str]) -> bool:
 
 def _task_pool(path):
     from dreamgym_env.curriculum.pool import TaskPool
-    from dreamgym_env.types import Task
+    from dreamgym_env.records import Task
 
     with TaskPool(str(path)) as pool:
         pool.add_tasks([Task(task_id="t1", domain="webshop", instruction="buy shoes")])

@@ -13,7 +13,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from dreamgym_env.buffer import ReplayBuffer
-    from dreamgym_env.types import Transition
+    from dreamgym_env.records import Transition
 
     path, name, single = sys.argv[1], sys.argv[2], sys.argv[5]
     batches, batch = int(sys.argv[3]), int(sys.argv[4])  # noqa: E501

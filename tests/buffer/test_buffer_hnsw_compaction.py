@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from dreamgym_env.buffer import BufferConfig, IndexConfig, ReplayBuffer
 from dreamgym_env.buffer.embedders import l2_normalize
 from dreamgym_env.buffer.index import HNSWIndex, ShardedIndex
-from dreamgym_env.types import Transition
+from dreamgym_env.records import Transition
 
 pytest.importorskip("faiss")
 

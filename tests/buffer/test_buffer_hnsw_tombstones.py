@@ -11,7 +11,7 @@ import pytest
 
 from dreamgym_env.buffer import IndexConfig, ReplayBuffer
 from dreamgym_env.buffer.embedders import l2_normalize
-from dreamgym_env.types import Transition
+from dreamgym_env.records import Transition
 
 pytest.importorskip("faiss")
 

@@ -9,7 +9,7 @@ from dreamgym_env.buffer import ReplayBuffer, import_files, iter_records
 from dreamgym_env.buffer.loaders import LoadIssue
 from dreamgym_env.cli import main
 from dreamgym_env.errors import DataFormatError
-from dreamgym_env.types import Transition
+from dreamgym_env.records import Transition
 
 
 def line(episode, step, **kw):

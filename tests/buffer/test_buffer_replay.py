@@ -5,8 +5,8 @@ import pytest
 
 from dreamgym_env.buffer import BufferConfig, IndexConfig, ReplayBuffer
 from dreamgym_env.cli import main
+from dreamgym_env.records import Transition
 from dreamgym_env.retrieval import Retriever
-from dreamgym_env.types import Transition
 
 
 def tr(i, source="sim", episode=None, domain="webshop", **kw):

@@ -16,7 +16,7 @@ from dreamgym_env.buffer import BufferConfig, HashingEmbedder, IndexConfig, Repl
 from dreamgym_env.buffer.embedders import l2_normalize
 from dreamgym_env.buffer.index import ShardedIndex
 from dreamgym_env.errors import StoreError
-from dreamgym_env.types import Transition
+from dreamgym_env.records import Transition
 
 faiss = pytest.importorskip("faiss")
 
@@ -143,7 +143,7 @@ KILLED_IN_SAVE = textwrap.dedent(
     import os, signal, sys
     from dreamgym_env.buffer import BufferConfig, IndexConfig, ReplayBuffer
     from dreamgym_env.buffer.index import IVFIndex
-    from dreamgym_env.types import Transition
+    from dreamgym_env.records import Transition
 
     def dying_save(self, path):
         with open(path, "wb") as f:

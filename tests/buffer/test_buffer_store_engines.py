@@ -9,7 +9,7 @@ import pytest
 
 from dreamgym_env.buffer.store import open_store
 from dreamgym_env.errors import StoreError
-from dreamgym_env.types import Transition
+from dreamgym_env.records import Transition
 
 
 def _batch(episode: str, n: int, source: str = "sim") -> tuple[list[Transition], list[bytes], np.ndarray]:

@@ -6,7 +6,7 @@ import pytest
 from dreamgym_env.curriculum.pool import Rejection, TaskPool, task_family
 from dreamgym_env.domains import get_domain
 from dreamgym_env.errors import StoreError
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 
 def _task(i, **kw):

@@ -4,7 +4,7 @@ import pytest
 
 from dreamgym_env.curriculum import CurriculumSampler, TaskPool, build_report, format_report, plot_report
 from dreamgym_env.domains import get_domain
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 SEEDS = get_domain("alfworld").seed_tasks()
 

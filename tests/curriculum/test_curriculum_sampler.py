@@ -5,9 +5,9 @@ from dreamgym_env import DreamGymEnv, DreamGymVectorEnv, ScriptedBackend
 from dreamgym_env.curriculum import CurriculumSampler, TaskPool
 from dreamgym_env.domains import get_domain
 from dreamgym_env.errors import ConfigError, StoreError
+from dreamgym_env.records import Task
 from dreamgym_env.storage.tables import Executor
 from dreamgym_env.tasks import TaskSampler
-from dreamgym_env.types import Task
 
 SEEDS = get_domain("webshop").seed_tasks()
 VARIANT = {

@@ -8,7 +8,7 @@ from dreamgym_env.curriculum.stats import (
     group_variance,
     similarity_clusters,
 )
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 
 def _outcomes(task_id, rewards, start=0):

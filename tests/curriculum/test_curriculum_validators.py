@@ -9,7 +9,7 @@ from dreamgym_env.curriculum.validators import (
     validate_task,
 )
 from dreamgym_env.domains import BUILTIN_DOMAINS, get_domain
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 
 @pytest.mark.parametrize("domain", sorted(BUILTIN_DOMAINS))

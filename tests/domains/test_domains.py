@@ -24,7 +24,7 @@ from dreamgym_env.domains.webarena_tasks import load_webarena_tasks
 from dreamgym_env.domains.webshop import WebShopDomain
 from dreamgym_env.domains.webshop_tasks import load_webshop_goals
 from dreamgym_env.errors import DataFormatError, DomainError
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"benchmark data not found at {DATA}")
@@ -541,7 +541,7 @@ def test_parse_price_upper():
 # ------------------------------------------------------------------------------------------- one task, one id
 def test_an_imported_react_transcript_carries_the_task_the_domain_loads(tmp_path):
     from dreamgym_env.buffer.loaders import LoadIssue, iter_records
-    from dreamgym_env.types import TASK_METADATA
+    from dreamgym_env.records import TASK_METADATA
 
     room = "You are in the middle of a room. Looking quickly around you, you see a cabinet 1 and a toilet 1."
     transcript = f"{room}\nYour task is to: put some spraybottle on toilet.\n> go to cabinet 1\nOn the cabinet 1, you see a spraybottle 1.\n"
@@ -669,7 +669,7 @@ def test_webshop_page_actions_agree_with_the_real_wrapper():
 def test_imported_webshop_sessions_list_each_pages_actions(tmp_path):
     from dreamgym_env.buffer.loaders import iter_records
     from dreamgym_env.domains.webshop import page_actions
-    from dreamgym_env.types import ADMISSIBLE_ACTIONS, PREV_ADMISSIBLE_ACTIONS
+    from dreamgym_env.records import ADMISSIBLE_ACTIONS, PREV_ADMISSIBLE_ACTIONS
 
     goal = {"instruction_text": "i want a red mug, and price lower than 20.00 dollars", "asin": "B0MUG00001"}
     pages = [

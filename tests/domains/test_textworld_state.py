@@ -224,7 +224,7 @@ def test_a_step_the_buffer_holds_a_real_transition_of_is_replayed(
     import gymnasium as gym
 
     from dreamgym_env.buffer import ReplayBuffer
-    from dreamgym_env.types import Transition
+    from dreamgym_env.records import Transition
 
     buffer = ReplayBuffer.open(":memory:")
     env = gym.make(
@@ -304,7 +304,7 @@ def test_nearby_facts_show_a_room_as_the_episode_last_showed_it() -> None:
 def test_a_compact_prompt_shows_the_nearby_layout_instead_of_the_whole_one() -> None:
     from dreamgym_env.domains import get_domain
     from dreamgym_env.experience.prompt import build_messages
-    from dreamgym_env.types import Task
+    from dreamgym_env.records import Task
 
     domain = get_domain("textworld")
     task = Task(

@@ -19,8 +19,8 @@ from dreamgym_env.evaluation.runner import (
 )
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
 from dreamgym_env.experience.schema import ExperienceOutput
+from dreamgym_env.records import Transition
 from dreamgym_env.training.sft_data import SFTBuildConfig, build_sft_dataset
-from dreamgym_env.types import Transition
 from tests.training.test_sft_data import _data
 
 

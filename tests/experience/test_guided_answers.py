@@ -12,7 +12,7 @@ from dreamgym_env.experience.backends.base import Backend, Completion, Completio
 from dreamgym_env.experience.backends.openai_http import OpenAIBackend
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
 from dreamgym_env.experience.model import ExperienceModel
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 STATE = "Room: kitchen\nExits: east\nHere: chest (open, holds: key), crate (closed)\nCarrying: nothing"
 TASK = Task(task_id="t", domain="textworld", instruction="take the key")

@@ -211,7 +211,7 @@ def _predict(server, on_invalid_output: str):
     from dreamgym_env.config import EnvConfig
     from dreamgym_env.domains.textworld import TextWorldDomain
     from dreamgym_env.experience.model import ExperienceModel
-    from dreamgym_env.types import Task
+    from dreamgym_env.records import Task
 
     config = EnvConfig(parse_retries=2, on_invalid_output=on_invalid_output)
     backend = OpenAIBackend(

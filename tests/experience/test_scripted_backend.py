@@ -9,7 +9,7 @@ from dreamgym_env import ScriptedBackend
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.experience.backends.base import CompletionRequest, TransitionQuery
 from dreamgym_env.experience.backends.scripted import DEFAULT_KEEP_REQUESTS, echo_world
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 TASK = Task(task_id="t", domain="webshop", instruction="buy a watch")
 

@@ -13,7 +13,7 @@ from dreamgym_env.experience.backends.openai_http import OpenAIBackend
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
 from dreamgym_env.experience.model import ExperienceModel
 from dreamgym_env.experience.schema import ExperienceOutput
-from dreamgym_env.types import Task
+from dreamgym_env.records import Task
 
 STATE = "Room: kitchen\nExits: east\nHere: key\nCarrying: nothing"
 TASK = Task(task_id="t", domain="textworld", instruction="take the key")

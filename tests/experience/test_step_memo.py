@@ -13,7 +13,7 @@ from dreamgym_env import ScriptedBackend
 from dreamgym_env.errors import BackendError, ConfigError
 from dreamgym_env.experience.memo import StepMemo, memo_key, task_fingerprint
 from dreamgym_env.experience.schema import ExperienceOutput
-from dreamgym_env.types import Step, Task, Transition
+from dreamgym_env.records import Step, Task, Transition
 
 TASK = Task(task_id="t-1", domain="textworld", instruction="find the coin")
 PRINT = task_fingerprint(TASK.task_id, TASK.instruction, {})

@@ -129,7 +129,7 @@ def chatml_tokenizer() -> Any:
     import tokenizers
     import transformers
 
-    from dreamgym_env.serving.hf_model import train_bpe_tokenizer
+    from dreamgym_env.training.hf_model import train_bpe_tokenizer
 
     texts = ["You did go[2]. Task: Reach room 1 Admissible actions: go[1]; stop"] * 20
     return train_bpe_tokenizer(transformers, tokenizers, texts, vocab_size=1000, model_max_length=2048)

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from dreamgym_env.domains.axtree import axtree_to_state
 from dreamgym_env.errors import ResponseFormatError
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
-from dreamgym_env.real.axtree import axtree_to_state
 from dreamgym_env.real.extractor import LLMStateExtractor
 from dreamgym_env.real.mapping import clean_game_text, parse_webshop_text, webshop_page_to_state
 

@@ -65,10 +65,11 @@ def test_env_settings_come_from_the_training_record():
 
 
 def test_a_shipped_model_answering_plain_states_gets_a_shorter_answer_budget(monkeypatch):
+    from dreamgym_env import shipped_settings
     from dreamgym_env.serving import shipped
 
     record = {"env_settings": {"top_k": 1, "history_window": 0, "answer_format": "state"}}
-    monkeypatch.setattr(shipped, "_training_record", lambda name: record)
+    monkeypatch.setattr(shipped_settings, "_training_record", lambda name: record)
     kwargs = recommended_env_kwargs("textworld")
     assert kwargs["answer_format"] == "state" and kwargs["max_tokens"] == shipped.SHIPPED_STATE_MAX_TOKENS
     # Asked once, as its fidelity is measured; an unparsable answer keeps the state instead of raising.
@@ -153,6 +154,43 @@ def test_serve_command_prints_a_url_that_simulates_an_unseen_game(served, tmp_pa
     env.close()
 
 
+@pytest.mark.integration
+@pytest.mark.real
+def test_guided_answers_on_vllm_choose_an_outcome_and_keep_revealing_answers_in_form(served, tmp_path):  # type: ignore[no-untyped-def]
+    """vLLM's structured outputs apply the choice and the pattern: every answer keeps to them, none refused."""
+    pytest.importorskip("textworld")
+    import gymnasium as gym
+
+    import dreamgym_env  # noqa: F401
+    from dreamgym_env.domains.textworld_state import parse_state
+    from dreamgym_env.real.textworld import make_games, tasks_from_games
+
+    _, base_url = served
+    (game,) = make_games(tmp_path, 1, seed=777_778, challenge="custom", settings={"nb_rooms": 3})
+    env = gym.make(
+        "DreamGym/TextWorld-v0",
+        tasks=tasks_from_games([game]),
+        base_url=base_url,
+        setting="learned",
+        guided_answers=True,
+        **recommended_env_kwargs("textworld"),
+    )
+    answered: list[str] = []
+    _, info = env.reset(seed=0)
+    for _ in range(12):
+        listed = info["admissible_actions"]
+        # Moves and takes first: steps a domain writes out (or shapes), not look/examine.
+        action = next((a for a in listed if a.startswith(("take ", "go ", "open "))), listed[0])
+        obs, _, terminated, truncated, info = env.step(action)
+        assert "model_error" not in info, info["model_error"]
+        assert parse_state(obs) is not None, obs
+        answered.append(info["answered_by"])
+        if terminated or truncated:
+            _, info = env.reset()
+    env.close()
+    assert "chosen" in answered and "model" in answered, answered
+
+
 def _random_success(env, episodes: int, seed: int) -> float:  # type: ignore[no-untyped-def]
     """A random policy's success rate over ``episodes`` episodes of a vector env (admissible actions only)."""
     import numpy as np
@@ -234,7 +272,7 @@ def test_naming_a_shipped_model_brings_its_training_settings_and_keywords_still_
 def test_the_shipped_model_on_seed_tasks_warns_and_on_game_tasks_does_not():
     from dreamgym_env.domains.textworld import TextWorldDomain
     from dreamgym_env.env import DreamGymEnv
-    from dreamgym_env.types import Task
+    from dreamgym_env.records import Task
 
     with pytest.warns(UserWarning, match="tasks_from_games"):
         DreamGymEnv(TextWorldDomain(), backend="scripted", model="textworld").close()
@@ -250,8 +288,8 @@ def test_the_shipped_model_on_seed_tasks_warns_and_on_game_tasks_does_not():
 def test_an_env_naming_the_shipped_model_without_a_buffer_retrieves_its_demonstrations_and_stores_nothing():
     from dreamgym_env.domains.textworld import TextWorldDomain
     from dreamgym_env.env import DreamGymEnv
+    from dreamgym_env.records import Task
     from dreamgym_env.serving.shipped import shipped_demonstrations
-    from dreamgym_env.types import Task
 
     folder = shipped_model_dir("textworld")
     manifest = json.loads((folder / "manifest.json").read_text())
@@ -281,13 +319,14 @@ def test_an_env_naming_the_shipped_model_without_a_buffer_retrieves_its_demonstr
 
 
 def test_shipped_demonstrations_that_are_not_the_manifests_are_refused(tmp_path, monkeypatch):
+    from dreamgym_env import shipped_settings
     from dreamgym_env.serving import shipped
 
     folder = tmp_path / "textworld"
     folder.mkdir()
     (folder / "manifest.json").write_text(json.dumps({"demonstrations": {"sha256": "0" * 64}}))
     (folder / shipped.DEMONSTRATIONS).write_bytes(b"not what was shipped")
-    monkeypatch.setattr(shipped, "_ROOT", tmp_path)
+    monkeypatch.setattr(shipped_settings, "_ROOT", tmp_path)
     shipped.shipped_demonstrations.cache_clear()
     try:
         with pytest.raises(ConfigError, match="manifest records"):
@@ -297,8 +336,8 @@ def test_shipped_demonstrations_that_are_not_the_manifests_are_refused(tmp_path,
 
 
 def test_a_vector_env_naming_the_shipped_model_shares_its_demonstrations():
+    from dreamgym_env.records import Task
     from dreamgym_env.serving.shipped import shipped_demonstrations
-    from dreamgym_env.types import Task
     from dreamgym_env.vector import DreamGymVectorEnv
 
     task = Task(task_id="textworld-g", domain="textworld", instruction="win", metadata={"world": "Map: a"})

@@ -10,7 +10,7 @@ import pytest
 
 from dreamgym_env.buffer import ReplayBuffer
 from dreamgym_env.curriculum.pool import TaskPool
-from dreamgym_env.types import Task, Transition
+from dreamgym_env.records import Task, Transition
 
 
 def _transition(i: int) -> Transition:

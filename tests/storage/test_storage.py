@@ -15,8 +15,8 @@ from dreamgym_env.curriculum.pool import TaskPool
 from dreamgym_env.errors import StoreError
 from dreamgym_env.experience.backends.recording import RecordingBackend
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
+from dreamgym_env.records import Task, Transition
 from dreamgym_env.storage import is_postgres_url, open_sqlite, redact
-from dreamgym_env.types import Task, Transition
 
 
 def tr(i, name="w", source="sim"):
@@ -112,7 +112,7 @@ WRITER = textwrap.dedent(
     import sys
     from dreamgym_env.buffer import ReplayBuffer
     from dreamgym_env.curriculum.pool import TaskPool
-    from dreamgym_env.types import Task, Transition
+    from dreamgym_env.records import Task, Transition
 
     location, name, batches = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with ReplayBuffer.open(location, busy_timeout_s=60) as buffer, TaskPool(location, 60) as pool:

@@ -16,9 +16,9 @@ import pytest
 from dreamgym_env.buffer.store import TransitionStore
 from dreamgym_env.curriculum.pool import TaskPool
 from dreamgym_env.errors import StoreError
+from dreamgym_env.records import Transition
 from dreamgym_env.storage import open_sqlite, write_transaction
 from dreamgym_env.storage.pg_cluster import TemporaryPostgres
-from dreamgym_env.types import Transition
 
 
 def _batch(episode: str, n: int = 2):

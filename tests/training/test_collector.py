@@ -14,6 +14,7 @@ import pytest
 from dreamgym_env.experience.backends.base import CompletionRequest
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
 from dreamgym_env.experience.schema import ExperienceOutput
+from dreamgym_env.records import Task
 from dreamgym_env.training.collector import (
     ChatPolicy,
     Message,
@@ -21,7 +22,6 @@ from dreamgym_env.training.collector import (
     collect_groups,
     group_advantages,
 )
-from dreamgym_env.types import Task
 
 TASKS = [
     Task(task_id="t-key", domain="textworld", instruction="take the key from the chest."),

@@ -15,6 +15,7 @@ from dreamgym_env.experience.backends.base import Completion, CompletionRequest
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
 from dreamgym_env.experience.model import ExperienceModel
 from dreamgym_env.experience.schema import ExperienceOutput
+from dreamgym_env.records import Step, Transition
 from dreamgym_env.training.annotate import annotate_buffer
 from dreamgym_env.training.sft_data import (
     SFTBuildConfig,
@@ -25,7 +26,6 @@ from dreamgym_env.training.sft_data import (
     target_output,
     task_of,
 )
-from dreamgym_env.types import Step, Transition
 
 
 def _episode(task: int, episode: int, steps: int = 3, source: str = "real") -> list[Transition]:

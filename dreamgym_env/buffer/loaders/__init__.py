@@ -42,7 +42,7 @@ from dreamgym_env.buffer.loaders.jsonl import load_jsonl
 from dreamgym_env.buffer.loaders.webshop import load_webshop_il, load_webshop_session
 from dreamgym_env.buffer.validation import transition_problem
 from dreamgym_env.errors import DataFormatError
-from dreamgym_env.types import Transition
+from dreamgym_env.records import Transition
 
 if TYPE_CHECKING:
     from dreamgym_env.buffer.replay_buffer import ReplayBuffer

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from dreamgym_env.buffer.loaders.base import LoadIssue, Record, iter_json_lines, read_text
-from dreamgym_env.types import Task, Transition
+from dreamgym_env.records import Task, Transition
 
 __all__ = ["load_agentgym"]
 

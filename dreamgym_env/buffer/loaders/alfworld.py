@@ -19,7 +19,7 @@ from pathlib import Path
 
 from dreamgym_env.buffer.loaders.base import LoadIssue, Record, line_of_key, read_text
 from dreamgym_env.domains.alfworld_tasks import alfworld_react_task
-from dreamgym_env.types import Transition
+from dreamgym_env.records import Transition
 
 __all__ = ["load_alfworld_react"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dreamgym_env.errors import DataFormatError
-from dreamgym_env.types import Transition
+from dreamgym_env.records import Transition
 
 __all__ = [
     "TEXT_ENCODING",

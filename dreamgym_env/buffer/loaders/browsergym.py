@@ -6,7 +6,7 @@ and a ``summary_info.json``; the real browser wrappers record the same layout
 (:mod:`dreamgym_env.real.recording`, with plain dicts instead of ``StepInfo`` objects). Step ``n``
 and step ``n + 1`` make the transition (state of obs ``n``, action ``n``) -> (state of obs ``n + 1``,
 its reward, its ``terminated``). States are written as the live wrappers write them
-(:func:`~dreamgym_env.real.axtree.axtree_to_state`: tab lines, URL, BrowserGym's listing; AgentLab's
+(:func:`~dreamgym_env.domains.axtree.axtree_to_state`: tab lines, URL, BrowserGym's listing; AgentLab's
 ``axtree_txt`` when the tree object was not kept); the domain comes from the task name
 (``miniwob.*`` -> ``miniwob``, otherwise ``webarena``).
 
@@ -28,9 +28,10 @@ from typing import Any
 
 from dreamgym_env.buffer.loaders.base import LoadIssue, Record
 from dreamgym_env.domains import get_domain
+from dreamgym_env.domains.axtree import axtree_to_state, page_header
 from dreamgym_env.domains.miniwob import miniwob_display_urls, miniwob_task
-from dreamgym_env.episode import DEFAULT_MAX_STATE_CHARS, fit_state
-from dreamgym_env.types import Task, Transition
+from dreamgym_env.records import Task, Transition
+from dreamgym_env.spaces import DEFAULT_MAX_STATE_CHARS, fit_state
 
 __all__ = ["is_experiment_folder", "load_browsergym"]
 
@@ -123,8 +124,6 @@ def _summary(folder: Path) -> dict[str, Any]:
 
 
 def _state(obs: Mapping[str, Any], domain: str) -> str:
-    from dreamgym_env.real.axtree import axtree_to_state, page_header
-
     url = str(obs.get("url", ""))
     titles = list(obs.get("open_pages_titles") or ())
     active = int(obs.get("active_page_index", 0) or 0)

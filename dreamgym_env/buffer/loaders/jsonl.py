@@ -1,4 +1,4 @@
-"""The package's own JSONL format: one :class:`~dreamgym_env.types.Transition` per line.
+"""The package's own JSONL format: one :class:`~dreamgym_env.records.Transition` per line.
 
 Each line is a JSON object with the fields of ``Transition`` (``domain``, ``task_id``, ``task``,
 ``episode_id``, ``step``, ``state``, ``action``, ``next_state`` required; ``reward``, ``done``,
@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from dreamgym_env.buffer.loaders.base import LoadIssue, Record, iter_json_lines
 from dreamgym_env.buffer.validation import transition_problem
-from dreamgym_env.types import Transition
+from dreamgym_env.records import Transition
 
 __all__ = ["load_jsonl"]
 

@@ -42,7 +42,7 @@ from dreamgym_env.domains.webshop import (
     render_sub_page,
 )
 from dreamgym_env.domains.webshop_tasks import session_goal_metadata, webshop_task_id
-from dreamgym_env.types import Task, Transition
+from dreamgym_env.records import Task, Transition
 
 __all__ = ["load_webshop_il", "load_webshop_session"]
 

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from dreamgym_env.types import Step, Task
+from dreamgym_env.records import Step, Task
 
 __all__ = ["Backend", "Completion", "CompletionRequest", "TransitionQuery"]
 

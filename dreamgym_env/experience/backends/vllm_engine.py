@@ -2,8 +2,9 @@
 
 Concurrent ``acomplete`` calls (a vector env's sub-envs) are gathered into one ``LLM.chat`` batch, so the
 engine schedules them together as the server would. The engine is created on first use, in a worker
-thread, with this package's engine environment (:func:`~dreamgym_env.serving.default_engine_env`)
-wherever the process environment does not choose. vLLM's engine processes are started with
+thread, with this package's engine environment
+(:func:`~dreamgym_env.experience.backends.vllm_settings.default_engine_env`) wherever the process
+environment does not choose. vLLM's engine processes are started with
 ``spawn``: forked from a process that already ran torch's thread pools (a test run, a training
 script), the CPU worker can fail to start. Scripts using this backend need an
 ``if __name__ == "__main__":`` guard.
@@ -21,6 +22,7 @@ from typing import Any
 from dreamgym_env.config import BackendConfig
 from dreamgym_env.errors import BackendError, ConfigError, DependencyNotInstalled, PromptTooLongError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest
+from dreamgym_env.experience.backends.vllm_settings import PREFIX_BLOCK_SIZE, default_engine_env
 
 __all__ = ["VLLMEngineBackend"]
 
@@ -44,7 +46,8 @@ class VLLMEngineBackend(Backend):
         batch_window_s: How long the first request of a batch waits for others to join.
         send_seed: Use each request's seed for sampling (see ``BackendConfig.send_seed``).
         engine_kwargs: Passed to ``vllm.LLM`` (``max_model_len``, ``dtype``, ``tensor_parallel_size``...);
-            ``block_size`` defaults to the servers' (:data:`~dreamgym_env.serving.PREFIX_BLOCK_SIZE`).
+            ``block_size`` defaults to the servers'
+            (:data:`~dreamgym_env.experience.backends.vllm_settings.PREFIX_BLOCK_SIZE`).
     """
 
     def __init__(
@@ -156,8 +159,6 @@ class VLLMEngineBackend(Backend):
                 import vllm
             except ImportError as e:
                 raise DependencyNotInstalled("vllm", "vllm", "The in-process vLLM backend") from e
-            from dreamgym_env.serving.vllm_server import PREFIX_BLOCK_SIZE, default_engine_env
-
             # vLLM's settings are environment variables, read when the engine starts.
             for key, value in {**default_engine_env(), "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}.items():
                 os.environ.setdefault(key, value)
