@@ -354,16 +354,24 @@ def markdown(result: dict[str, Any]) -> str:
     lines += [
         "",
         "| game family | walkthrough paid (privileged / learned) | random success: real | dream, privileged "
-        "| dream, learned | learned revisits contradicted |",
-        "|---|---|---|---|---|---|",
+        "| dream, learned | paired episodes ending alike (privileged / learned) | learned revisits contradicted |",
+        "|---|---|---|---|---|---|---|",
     ]
     for family in FAMILIES:
         priv, learned = (settings[s]["random_policy"][family] for s in SETTINGS)
+        alike = " / ".join(_cell(row.get("random_same_outcome"), 2) for row in (priv, learned))
         lines.append(
             f"| {family} | {_cell(priv['walkthrough_paid'], 2)} / {_cell(learned['walkthrough_paid'], 2)} "
             f"| {_cell(priv['random_success_real'], 2)} | {_cell(priv['random_success_dream'], 2)} "
-            f"| {_cell(learned['random_success_dream'], 2)} | {learned['contradictions']} of {learned['revisits']} |"
+            f"| {_cell(learned['random_success_dream'], 2)} | {alike} "
+            f"| {learned['contradictions']} of {learned['revisits']} |"
         )
+    shares = [
+        f"{s}: random policy {_cell(settings[s].get('random_model_share'), 2)}, walkthrough "
+        f"{_cell(settings[s].get('walkthrough_model_share'), 2)}"
+        for s in SETTINGS
+    ]
+    lines += ["", f"Simulated steps the model decided ({'; '.join(shares)})."]
     return "\n".join(lines) + "\n"
 
 

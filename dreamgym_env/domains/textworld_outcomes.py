@@ -252,8 +252,24 @@ def step_outcomes(
     ]
 
 
-_LINE = r"[^\n]+"
+_NAME = r"[^\n(),:]{1,40}"
+"""A room's or a thing's name."""
+_LISTING = r"[^\n]{1,240}"
+"""A line of things, bounded: an answer that runs on is cut by the pattern, not by ``max_tokens``."""
 _ENDING = "(" + "|".join(re.escape(result) for result in ENDINGS) + ")"
+_DIRECTIONS = ("north", "south", "east", "west")
+"""The order TextWorld lists a room's exits in."""
+
+
+def _exits_with(back: str) -> str:
+    """The ``Exits`` listings that include ``back``: each direction once, in TextWorld's order, any with a door."""
+    door = rf"( \({_NAME}: (open|closed|locked)\))?"
+    others = [d for d in _DIRECTIONS if d != back]
+    listings = []
+    for mask in range(2 ** len(others)):
+        chosen = {d for i, d in enumerate(others) if mask >> i & 1} | {back}
+        listings.append(", ".join(f"{d}{door}" for d in _DIRECTIONS if d in chosen))
+    return "(" + "|".join(listings) + ")"
 
 
 def step_pattern(state: str, action: str, world: str, seen: Sequence[str] = ()) -> str | None:
@@ -276,8 +292,7 @@ def step_pattern(state: str, action: str, world: str, seen: Sequence[str] = ()) 
         back = _OPPOSITE.get(action[3:])
         if back is None:
             return None
-        exits = rf"([^\n]*, )?{back}( \([^\n()]*\))?(, {_LINE})?"
-        return rf"{_ENDING}\nRoom: {_LINE}\nExits: {exits}\nHere: {_LINE}"
+        return rf"{_ENDING}\nRoom: {_NAME}\nExits: {_exits_with(back)}\nHere: {_LISTING}"
     if action.startswith("open "):
         name = action[len("open ") :]
         for key in ("Here", "Carrying"):
@@ -287,5 +302,5 @@ def step_pattern(state: str, action: str, world: str, seen: Sequence[str] = ()) 
                 continue
             thing.state, thing.held, thing.word = "open", [_Thing("\x00")], "holds"
             before, _, after = _render(things).partition("holds: \x00")
-            return rf"{_ENDING}\n{key}: {re.escape(before)}(holds: {_LINE}|empty){re.escape(after)}"
+            return rf"{_ENDING}\n{key}: {re.escape(before)}(holds: {_LISTING}|empty){re.escape(after)}"
     return None
