@@ -17,6 +17,7 @@ from dreamgym_env.config import BackendConfig, EnvConfig
 from dreamgym_env.domains import Domain, InitialState, available_domains, get_domain
 from dreamgym_env.domains.spec import DomainSpec, load_spec, register_domain
 from dreamgym_env.env import DreamGymEnv
+from dreamgym_env.episode import EpisodeSnapshot
 from dreamgym_env.errors import DreamGymError
 from dreamgym_env.experience.backends import Backend, Completion, CompletionRequest, TransitionQuery
 from dreamgym_env.experience.backends.recording import RecordingBackend, record, replay
@@ -50,6 +51,7 @@ __all__ = [
     "DreamGymError",
     "DreamGymVectorEnv",
     "EnvConfig",
+    "EpisodeSnapshot",
     "ExperienceOutput",
     "FreeText",
     "InitialState",

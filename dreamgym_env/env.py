@@ -83,6 +83,16 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
     times, then handled by ``on_invalid_output``. An unreachable server raises
     :class:`ServerUnreachableError` within the configured timeout and retries.
 
+    ## Snapshots and forks
+    The whole episode is in the env, so :meth:`snapshot` freezes it in an immutable, picklable
+    :class:`~dreamgym_env.episode.EpisodeSnapshot`, and ``reset(options={"snapshot": s})`` (or
+    :meth:`restore`) plays on from it as a fork, under a new episode id that ``info["forked_from"]``,
+    the stored transitions' metadata and the outcome sent to the task sampler name the parent by; for
+    the same action it sends the request the original would have. ``reset(options={"group_start": s})``
+    begins a new episode at a step-0 snapshot's first state (``info["group_id"]``), as
+    :class:`~dreamgym_env.vector.DreamGymVectorEnv`'s groups do. A fork is not shown the transitions of
+    the episodes it was forked from as demonstrations: their first steps are its own history.
+
     ## Determinism
     Registered as nondeterministic: LLM serving is not bit-reproducible. Tasks, initial states and
     per-request sampling seeds come from ``reset(seed=...)``; exact replays come from the recording
@@ -93,6 +103,7 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
     """
 
     source: ClassVar[Source] = "sim"
+    supports_snapshots: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -138,10 +149,13 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
             task = resolve_task(options["task"], self.domain.name, self.task_sampler)
         else:
             task = self.task_sampler.sample(self.np_random)
-        if self.config.setting == "learned":  # the episode never holds the real world's hidden facts
-            task = self.domain.learned_view(task)
+        task = self._restored_task(task)
         initial = self.domain.initial_state(task, self.np_random)
         return EpisodeStart(task, initial.state, list(initial.admissible_actions))
+
+    def _restored_task(self, task: Task) -> Task:
+        """In the learned setting the episode never holds the real world's hidden facts, even a snapshot's."""
+        return self.domain.learned_view(task) if self.config.setting == "learned" else task
 
     async def _aadvance(self, action: str) -> WorldStep:
         """One model-predicted transition; a backend error propagates with the episode unchanged."""
@@ -188,7 +202,9 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
 
     def _episode_ended(self, reward: float, success: bool) -> None:
         assert self._task is not None
-        self.outcome_reporter.add(self._task, reward, success)
+        self.outcome_reporter.add(
+            self._task, reward, success, episode_id=self._episode_id, forked_from=self.forked_from
+        )
 
     def report_outcomes(self) -> None:
         """Send the queued outcomes to the task sampler (:class:`~dreamgym_env.tasks.OutcomeReporter`)."""
@@ -214,7 +230,8 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
     def _query(self, action: str) -> RetrievalQuery | None:
         if self.retriever is None or self.config.top_k == 0:
             return None
-        k = self.config.top_k + (LEARNED_RETRIEVAL_SLACK if self.config.setting == "learned" else 0)
+        filtered = self.config.setting == "learned" or bool(self._ancestors)
+        k = self.config.top_k + (LEARNED_RETRIEVAL_SLACK if filtered else 0)
         return RetrievalQuery(self._state, action, k, self.domain.name, self._episode_id)
 
     def _retrieve(self, action: str) -> list[Transition]:
@@ -224,14 +241,19 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
         found = self.retriever.retrieve(
             query.state, query.action, query.k, domain=query.domain, exclude_episode=query.exclude_episode
         )
+        if self._ancestors:  # a fork's first steps are its ancestors' stored ones: not demonstrations
+            found = [t for t in found if t.episode_id not in self._ancestors]
         if self.config.setting == "learned":  # demonstrations of other tasks only
             assert self._task is not None
-            found = [t for t in found if t.task_id != self._task.task_id][: self.config.top_k]
-        return found
+            found = [t for t in found if t.task_id != self._task.task_id]
+        return found[: self.config.top_k]
 
 
 LEARNED_RETRIEVAL_SLACK = 8
-"""Extra demonstrations a learned-setting step asks for, to fill ``top_k`` after its own task's are dropped."""
+"""Extra demonstrations a step asks for, to fill ``top_k`` after those it may not see are dropped.
+
+A learned-setting step drops its own task's; a fork drops those of the episodes it was forked from.
+"""
 
 
 def default_retriever(domain: Domain, config: EnvConfig) -> Retriever | None:

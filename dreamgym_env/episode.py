@@ -10,10 +10,17 @@ well-formed action: the experience model's prediction, or the real engine's step
 A step is split in two so that a vector env can make N of them atomic: :meth:`EpisodeEnv.apropose`
 asks the world and changes nothing in the episode (a failure restores the env's RNG), and
 :meth:`EpisodeEnv.commit` applies the answer. ``step``/``astep`` are the two in a row.
+
+A simulated episode is all in the env (the world is the model's answers to the history), so it can be
+frozen and played on elsewhere: :meth:`EpisodeEnv.snapshot` gives an :class:`EpisodeSnapshot`, and
+``reset(options={"snapshot": s})`` continues it as a fork, ``reset(options={"group_start": s})`` starts
+a new episode at its first state. A real env's world lives outside it, and refuses both.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from abc import abstractmethod
 from collections.abc import Callable, Mapping
@@ -21,11 +28,18 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import gymnasium as gym
+import numpy as np
 
 from dreamgym_env._event_loop import run_sync
 from dreamgym_env.config import EnvConfig
 from dreamgym_env.domains import Domain, get_domain
-from dreamgym_env.errors import DreamGymError, InvalidActionError, RenderModeError
+from dreamgym_env.errors import (
+    DreamGymError,
+    InvalidActionError,
+    RenderModeError,
+    SnapshotError,
+    UnsupportedError,
+)
 from dreamgym_env.records import Source, Step, Task, Transition
 from dreamgym_env.spaces import DEFAULT_MAX_STATE_CHARS, FreeText, escape_non_text, fit_state, text_problem
 
@@ -33,6 +47,7 @@ __all__ = [
     "DEFAULT_MAX_STATE_CHARS",
     "INVALID_ACTION",
     "EpisodeEnv",
+    "EpisodeSnapshot",
     "EpisodeStart",
     "PendingStep",
     "WorldStep",
@@ -110,6 +125,89 @@ class PendingStep:
     """What committing it stores (``None`` if the state stays), built once when it is proposed."""
 
 
+@dataclass(frozen=True)
+class EpisodeSnapshot:
+    """An episode frozen after one of its steps: everything a simulated env needs to play on from there.
+
+    Immutable and picklable, so one snapshot may be kept, sent to another process and restored any
+    number of times (``env.reset(options={"snapshot": snapshot})``, or :meth:`EpisodeEnv.restore`). It
+    holds the episode only, not the machinery that simulates it: the restoring env brings its own
+    backend, replay buffer and memo.
+
+    Attributes:
+        domain: The domain's name; only an env of this domain restores it.
+        task: The task being played.
+        episode_id: The frozen episode's id; a restored episode gets its own and names this one as
+            ``forked_from``.
+        step: Steps taken.
+        state: The current abstract state.
+        observation: The current observation (the state, or after a rejected action its feedback).
+        admissible_actions: Valid actions in the current state.
+        history: The (state, action) pairs so far, as the experience model is shown them.
+        ended: The episode had terminated or truncated.
+        rng_state: The env's random generator (numpy's ``bit_generator.state``) as JSON: the sampling
+            seeds of the next requests come from it.
+        ancestors: The episodes this one was forked from, oldest first (empty for an episode begun by
+            a plain reset).
+    """
+
+    domain: str
+    task: Task
+    episode_id: str
+    step: int
+    state: str
+    observation: str
+    admissible_actions: tuple[str, ...]
+    history: tuple[Step, ...]
+    ended: bool
+    rng_state: str
+    ancestors: tuple[str, ...] = ()
+
+
+_RESTORE_OPTIONS = ("snapshot", "group_start")
+"""The reset options that put a simulated env at a snapshot instead of beginning an episode."""
+
+
+def _rng_json(rng: np.random.Generator) -> str:
+    """The generator's state as JSON, arrays (MT19937's key, Philox's counter) as lists."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return value.tolist()
+        if isinstance(value, np.integer):
+            return int(value)
+        raise TypeError(f"{type(value).__name__} in a bit generator's state")
+
+    return json.dumps(rng.bit_generator.state, default=plain)
+
+
+def _rng_from_json(rng_state: str) -> np.random.Generator:
+    """A generator in the state :func:`_rng_json` wrote; :class:`SnapshotError` for anything else."""
+    try:
+        state = json.loads(rng_state)
+        kind = getattr(np.random, str(state["bit_generator"]), None)
+        if not (isinstance(kind, type) and issubclass(kind, np.random.BitGenerator)):
+            raise ValueError(f"{state['bit_generator']!r} is not a numpy bit generator")
+        bit_generator = kind()
+        bit_generator.state = state
+    except (TypeError, ValueError, KeyError) as e:
+        raise SnapshotError(
+            f"The snapshot's rng_state is not a numpy bit generator's state as JSON ({e}); take snapshots "
+            "with env.snapshot() rather than building them."
+        ) from None
+    return np.random.Generator(bit_generator)
+
+
+def _fork_id(parent: str, previous: str, nonce: bytes) -> str:
+    """A restored episode's id: new, and drawn from the env's RNG, so seeded runs repeat their ids.
+
+    The episode the env played before enters too, so an env that restores one snapshot again and
+    again (tree search from one state) gets a new id each time, though its RNG is put back each time.
+    """
+    digest = hashlib.sha256(f"{parent}\0{previous}\0".encode() + nonce).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
+
+
 def _feedback_observation(error: str, state: str) -> str:
     """The observation of a rejected action: ``[Invalid action] <why>``, a blank line, then the state.
 
@@ -157,6 +255,8 @@ class EpisodeEnv(gym.Env[str, str]):
     observation_space: FreeText
     action_space: FreeText
     source: ClassVar[Source]
+    supports_snapshots: ClassVar[bool] = False
+    """Whether the whole episode is in the env, so :meth:`snapshot` can freeze it (the simulated env's)."""
 
     def __init__(
         self,
@@ -190,6 +290,8 @@ class EpisodeEnv(gym.Env[str, str]):
         self._history: list[Step] = []
         self._step = 0
         self._ended = True
+        self._ancestors: tuple[str, ...] = ()
+        self._group_id: str | None = None
 
     # ------------------------------------------------------------------ hooks
     @abstractmethod
@@ -220,6 +322,10 @@ class EpisodeEnv(gym.Env[str, str]):
         for all of them at once.
         """
 
+    def _restored_task(self, task: Task) -> Task:
+        """The task as this env plays a snapshot's episode (the simulator hides facts its setting may not see)."""
+        return task
+
     # ------------------------------------------------------------------ gymnasium API
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -229,13 +335,25 @@ class EpisodeEnv(gym.Env[str, str]):
         An episode that took steps but never ended here was truncated from outside, by Gymnasium's
         ``TimeLimit`` (``gymnasium.make(..., max_episode_steps=N)`` below ``max_steps``) or an early
         reset: its outcome (reward 0, no success) is reported now, so the curriculum counts it.
+
+        Two options put an env that :attr:`supports_snapshots` at an :class:`EpisodeSnapshot` instead,
+        through ``reset`` so that Gymnasium's wrappers (``OrderEnforcing``, ``TimeLimit``) and vector
+        envs see a new episode begin. Each takes no other option:
+
+        * ``{"snapshot": s}`` continues ``s``'s episode as a fork: its task, history, state, step count
+          and RNG (``seed`` reseeds the RNG instead), under a new episode id; ``info["forked_from"]``
+          names ``s``'s episode.
+        * ``{"group_start": s}`` begins a new episode at the first state of ``s``, taken right after a
+          reset (a GRPO group's shared start); its RNG is its own, as after a plain reset, and
+          ``info["group_id"]`` names ``s``'s episode.
         """
-        if not self._ended and self._step > 0:
-            self._ended = True  # reported once, even if starting the next episode fails below
-            self._episode_ended(0.0, False)
-            self.report_outcomes()
+        options = dict(options or {})
+        restoring = self._restore_option(options)
+        self._end_abandoned_episode()
+        if restoring is not None:
+            return self._start_from(*restoring, seed=seed)
         super().reset(seed=seed)
-        start = self._begin(dict(options or {}))
+        start = self._begin(options)
         self._task = start.task
         self._episode_id = str(uuid.UUID(bytes=self.np_random.bytes(16), version=4))
         self._state = self._obs = fit_state(start.state, self.max_state_chars)
@@ -243,11 +361,45 @@ class EpisodeEnv(gym.Env[str, str]):
         self._history = []
         self._step = 0
         self._ended = False
+        self._ancestors, self._group_id = (), None
         self.last_transition = None
         info = self._info(success=False, reasoning="", last_action_error=None, **start.extra)
         if self.render_mode == "human":
             self.render()
         return self._obs, info
+
+    def snapshot(self) -> EpisodeSnapshot:
+        """The current episode, frozen: restore it here or in another env of the domain to play on from now.
+
+        Cheap in a dream (strings and the RNG's state), so tree search and per-step advantages can
+        branch an episode at every step. Raises :class:`UnsupportedError` in a real env, whose world
+        lives outside it.
+        """
+        self._check_snapshots()
+        if self._task is None:
+            raise DreamGymError("Call reset() before snapshot(): there is no episode to freeze yet.")
+        return EpisodeSnapshot(
+            domain=self.domain.name,
+            task=self._task,
+            episode_id=self._episode_id,
+            step=self._step,
+            state=self._state,
+            observation=self._obs,
+            admissible_actions=tuple(self._admissible),
+            history=tuple(self._history),
+            ended=self._ended,
+            rng_state=_rng_json(self.np_random),
+            ancestors=self._ancestors,
+        )
+
+    def restore(self, snapshot: EpisodeSnapshot, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        """Continue ``snapshot``'s episode here as a fork: ``reset(seed=seed, options={"snapshot": snapshot})``.
+
+        Through a Gymnasium wrapper (``gymnasium.make``), call that ``reset`` instead, so the wrappers
+        see the new episode. With ``seed=None`` the fork sends the requests the original would have
+        (the same prompts and sampling seeds) for the same actions; a ``seed`` gives it its own RNG.
+        """
+        return self.reset(seed=seed, options={"snapshot": snapshot})
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Play one action; a failure of the world (server down) leaves the episode as it was."""
@@ -374,6 +526,16 @@ class EpisodeEnv(gym.Env[str, str]):
         """The (state, action) pairs of the current episode so far (steps that moved the world)."""
         return list(self._history)
 
+    @property
+    def episode_id(self) -> str:
+        """The current episode's id (``info["episode_id"]``, the stored transitions' ``episode_id``)."""
+        return self._episode_id
+
+    @property
+    def forked_from(self) -> str | None:
+        """The episode the current one was restored from (``info["forked_from"]``), else ``None``."""
+        return self._ancestors[-1] if self._ancestors else None
+
     def action_error(self, action: str) -> str | None:
         """Why ``action`` would be rejected now without reaching the world, or ``None``.
 
@@ -400,6 +562,101 @@ class EpisodeEnv(gym.Env[str, str]):
         return error
 
     # ------------------------------------------------------------------ helpers
+    def _end_abandoned_episode(self) -> None:
+        """Report an episode left unfinished by a reset or restore as truncated (reward 0, no success)."""
+        if not self._ended and self._step > 0:
+            self._ended = True  # reported once, even if starting the next episode fails
+            self._episode_ended(0.0, False)
+            self.report_outcomes()
+
+    def _check_snapshots(self) -> None:
+        if not self.supports_snapshots:
+            name = self.spec.id if self.spec is not None else type(self).__name__
+            raise UnsupportedError(
+                f"{name} cannot take or restore snapshots: its world lives outside the env (a game "
+                "process, a browser page) and cannot be frozen or copied. Snapshots, forks and group "
+                "starts are for the simulated envs, DreamGym/<Domain>-v0."
+            )
+
+    def _restore_option(self, options: dict[str, Any]) -> tuple[EpisodeSnapshot, bool] | None:
+        """``(snapshot, is_fork)`` when ``options`` ask to start from a snapshot (checked), else ``None``."""
+        for key in _RESTORE_OPTIONS:
+            if key in options and options[key] is None:
+                del options[key]  # None: a plain reset, as a vector env passes an option along
+        given = [key for key in _RESTORE_OPTIONS if key in options]
+        if not given:
+            return None
+        self._check_snapshots()
+        key = given[0]
+        if len(options) > 1:
+            others = sorted(k for k in options if k != key)
+            raise SnapshotError(
+                f"options[{key!r}] puts the env at a snapshot as it was and takes no other option; got "
+                f"{others} too. Pass the snapshot alone (and seed= for a new RNG)."
+            )
+        snapshot = options[key]
+        self._check_snapshot(key, snapshot)
+        if key == "group_start" and snapshot.step:
+            raise SnapshotError(
+                f"options['group_start'] takes a snapshot taken right after reset (step 0), got one at "
+                f"step {snapshot.step}. To play on from a later step, pass it as options['snapshot'] (a fork)."
+            )
+        return snapshot, key == "snapshot"
+
+    def _check_snapshot(self, key: str, snapshot: Any) -> None:
+        """Refuse what would not continue its episode here, naming what is accepted."""
+        if not isinstance(snapshot, EpisodeSnapshot):
+            raise SnapshotError(
+                f"options[{key!r}] takes an EpisodeSnapshot, as env.unwrapped.snapshot() returns; got "
+                f"{type(snapshot).__name__}."
+            )
+        if snapshot.domain != self.domain.name:
+            raise SnapshotError(
+                f"This snapshot is of a {snapshot.domain!r} episode and this env plays {self.domain.name!r}: "
+                f"restore it into an env of the {snapshot.domain!r} domain."
+            )
+        if len(snapshot.state) > self.max_state_chars:
+            raise SnapshotError(
+                f"The snapshot's state has {len(snapshot.state)} characters, more than this env's "
+                f"max_state_chars ({self.max_state_chars}): restore it into an env with "
+                f"max_state_chars >= {len(snapshot.state)}."
+            )
+        _rng_from_json(snapshot.rng_state)
+
+    def _start_from(
+        self, snapshot: EpisodeSnapshot, fork: bool, *, seed: int | None
+    ) -> tuple[str, dict[str, Any]]:
+        """Put the env at ``snapshot``: a fork of its episode, or a new episode at its first state."""
+        super().reset(seed=seed)
+        nonce = self.np_random.bytes(16)
+        if fork and seed is None:
+            self.np_random = _rng_from_json(snapshot.rng_state)
+        self._task = self._restored_task(snapshot.task)
+        self._episode_id = _fork_id(snapshot.episode_id, self._episode_id, nonce)
+        self._state, self._obs = snapshot.state, snapshot.observation
+        self._admissible = list(snapshot.admissible_actions)
+        self._history = list(snapshot.history)
+        self._step = snapshot.step
+        self._ended = snapshot.ended
+        if fork:
+            self._ancestors, self._group_id = (*snapshot.ancestors, snapshot.episode_id), None
+        else:
+            self._ancestors, self._group_id = (), snapshot.episode_id
+        self.last_transition = None
+        info = self._info(success=False, reasoning="", last_action_error=None)
+        if self.render_mode == "human":
+            self.render()
+        return self._obs, info
+
+    def _episode_tags(self) -> dict[str, str]:
+        """Where the episode came from, in its ``info`` and stored transitions: a fork's parent, a group."""
+        tags: dict[str, str] = {}
+        if self._ancestors:
+            tags["forked_from"] = self._ancestors[-1]
+        if self._group_id is not None:
+            tags["group_id"] = self._group_id
+        return tags
+
     def _rejection(self, action: str) -> PendingStep | None:
         """The guards every step passes; a malformed action's feedback step, or ``None`` to ask the world."""
         if self._task is None:
@@ -454,6 +711,7 @@ class EpisodeEnv(gym.Env[str, str]):
             prev_admissible_actions=self._admissible,
             admissible_actions=outcome.admissible_actions,
             task_metadata=self.domain.hidden_facts(self._task),
+            metadata=self._episode_tags(),
         )
 
     def _info(
@@ -472,6 +730,7 @@ class EpisodeEnv(gym.Env[str, str]):
             "simulated": self.source == "sim",
             "source": self.source,
             "last_action_error": last_action_error,
+            **self._episode_tags(),
         }
         info.update(extra)
         return info

@@ -22,7 +22,9 @@ __all__ = [
     "ResponseFormatError",
     "ServerStartError",
     "ServerUnreachableError",
+    "SnapshotError",
     "StoreError",
+    "UnsupportedError",
 ]
 
 
@@ -65,6 +67,23 @@ class RenderModeError(ConfigError, TypeError):
 
 class DomainError(DreamGymError, ValueError):
     """A domain name, spec or task is unknown or malformed."""
+
+
+class SnapshotError(DreamGymError, ValueError):
+    """An episode snapshot does not fit the env asked to restore it.
+
+    Not a snapshot at all, one of another domain, one whose state is longer than the env's
+    ``max_state_chars``, or one the call cannot take (an ended episode forked in a vector env, a
+    later step given as a group's first state): restoring it would not continue the episode it froze.
+    """
+
+
+class UnsupportedError(DreamGymError, NotImplementedError):
+    """The env cannot do what was asked, by its nature rather than its configuration.
+
+    A real env's world lives outside it (a game process, a browser page), so it cannot be frozen and
+    copied: snapshots and forks are the simulated envs' alone.
+    """
 
 
 class InvalidActionError(DreamGymError, TypeError):

@@ -66,11 +66,17 @@ class TaskList:
 
 
 class EpisodeOutcome(NamedTuple):
-    """How one episode ended, as a task sampler hears it."""
+    """How one episode ended, as a task sampler hears it.
+
+    ``episode_id`` and ``forked_from`` tell a fork's outcome (an episode played on from another's
+    snapshot, tree search) from a whole episode's, for a sampler that should count only the latter.
+    """
 
     task: Task
     reward: float
     success: bool
+    episode_id: str = ""
+    forked_from: str | None = None
 
 
 class OutcomeReporter:
@@ -88,9 +94,17 @@ class OutcomeReporter:
         self.sampler = sampler
         self.pending: list[EpisodeOutcome] = []
 
-    def add(self, task: Task, reward: float, success: bool) -> None:
+    def add(
+        self,
+        task: Task,
+        reward: float,
+        success: bool,
+        *,
+        episode_id: str = "",
+        forked_from: str | None = None,
+    ) -> None:
         """Queue one ended episode's outcome (sent by the next :meth:`flush`)."""
-        self.pending.append(EpisodeOutcome(task, float(reward), bool(success)))
+        self.pending.append(EpisodeOutcome(task, float(reward), bool(success), episode_id, forked_from))
 
     def flush(self) -> bool:
         """Send every queued outcome; ``False`` (logged, outcomes kept) if the sampler's write failed."""
@@ -102,7 +116,8 @@ class OutcomeReporter:
                 record_many(list(self.pending))
                 self.pending.clear()
             while self.pending:  # one at a time, each dropped once taken, so a retry sends no duplicate
-                self.sampler.record_outcome(*self.pending[0])
+                first = self.pending[0]
+                self.sampler.record_outcome(first.task, first.reward, first.success)
                 self.pending.pop(0)
         except Exception as e:  # a curriculum store that is down must not lose the step, nor the outcomes
             logger.warning(

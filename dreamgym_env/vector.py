@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,8 +21,8 @@ from dreamgym_env._secrets import SpecWithoutSecrets
 from dreamgym_env.config import EnvConfig, merge_overrides
 from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.env import DreamGymEnv, default_retriever, make_step_memo
-from dreamgym_env.episode import PendingStep
-from dreamgym_env.errors import ConfigError, DreamGymError
+from dreamgym_env.episode import EpisodeSnapshot, PendingStep
+from dreamgym_env.errors import ConfigError, DreamGymError, SnapshotError
 from dreamgym_env.experience.backends import Backend, make_backend
 from dreamgym_env.experience.memo import StepMemo
 from dreamgym_env.records import Task, Transition
@@ -98,8 +98,10 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
     Args:
         domain: Domain name or object.
         num_envs: Number of parallel episodes.
-        group_size: Sub-envs ``[g*k, g*(k+1))`` share one task at every ``reset()``, for GRPO-style
-            groups of rollouts; ``num_envs`` must be a multiple of it. Autoresets sample tasks
+        group_size: Sub-envs ``[g*k, g*(k+1))`` start from one task and one first state at every
+            ``reset()``, for GRPO-style groups of rollouts, each with its own episode id and RNG
+            (``info["group_id"]`` names the group); ``num_envs`` must be a multiple of it. A reset may
+            ask for another size (``options={"group_size": G}``). Autoresets sample tasks
             independently.
         autoreset_mode: Gymnasium's :class:`~gymnasium.vector.AutoresetMode` (or its value):
             ``NEXT_STEP`` (the default: the step after an episode ends resets that sub-env and
@@ -124,6 +126,8 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         >>> envs = gymnasium.make_vec("DreamGym/WebShop-v0", num_envs=32, model="my-model")
         >>> obs, infos = envs.reset(seed=0)
         >>> obs, rewards, terminations, truncations, infos = envs.step(actions)
+        >>> obs, infos = envs.reset(seed=0, options={"group_size": 8})  # 4 groups of 8 alike starts
+        >>> obs, infos = envs.fork(envs.snapshot(0), indices=range(8))  # 8 continuations of sub-env 0
     """
 
     def __init__(
@@ -212,11 +216,19 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
     def reset(
         self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[tuple[str, ...], dict[str, Any]]:
-        """Reset every sub-env; with ``group_size > 1``, each group gets one sampled task.
+        """Reset every sub-env; in groups of ``group_size``, each group from one task and one first state.
+
+        A group's first sub-env resets with the ``options`` given (a sampled or pinned task), and every
+        sub-env of the group then begins its own episode at that first state
+        (``options={"group_start": snapshot}``, :meth:`DreamGymEnv.reset`): equal observations and
+        tasks within the group, an episode id and RNG (``seed + i``) per sub-env, and
+        ``info["group_id"]`` the same for the group. ``options["group_size"]`` sets the size for this
+        reset (a divisor of ``num_envs``; default the constructor's).
 
         ``options["reset_mask"]`` (a boolean array of shape ``(num_envs,)``, Gymnasium's convention)
         resets only the sub-envs it marks, each on a task of its own; the others keep their episode
         and their current observation, and only the reset ones have ``infos`` entries.
+        ``options["snapshot"]`` puts every reset sub-env at that snapshot (see :meth:`fork`).
         """
         seeds: Sequence[int | None]
         if seed is None or isinstance(seed, int):
@@ -227,19 +239,97 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
                 raise ConfigError(f"Got {len(seeds)} seeds for {self.num_envs} envs.")
         options = dict(options or {})
         mask = _reset_mask(options.pop("reset_mask", None), self.num_envs)
+        size = self._group_size(options.pop("group_size", None), mask, options)
+        if isinstance(options.get("snapshot"), EpisodeSnapshot) and options["snapshot"].ended:
+            raise SnapshotError(
+                "The snapshot's episode has ended, and a sub-env put there could only be reset: fork from "
+                "a snapshot taken before the episode's last step."
+            )
+        marked = range(self.num_envs) if mask is None else np.flatnonzero(mask).tolist()
         obs = list(self._obs)
         infos: dict[str, Any] = {}
-        for i, env in enumerate(self.envs):
-            if mask is not None and not mask[i]:
-                continue
-            env_options = options
-            if mask is None and i % self.group_size and "task" not in options:
-                env_options = {**options, "task": self.envs[i - i % self.group_size].task}
-            obs[i], info = env.reset(seed=seeds[i], options=env_options)
-            infos = self._add_info(infos, info, i)
+        for group in _groups(marked, size):
+            for i, (ob, info) in zip(group, self._reset_group(group, seeds, options), strict=True):
+                obs[i] = ob
+                infos = self._add_info(infos, info, i)
         self._needs_reset = np.zeros_like(self._needs_reset) if mask is None else self._needs_reset & ~mask
         self._obs = obs
         return tuple(obs), infos
+
+    def snapshot(self, index: int) -> EpisodeSnapshot:
+        """Sub-env ``index``'s episode, frozen (:meth:`DreamGymEnv.snapshot`), to :meth:`fork` from."""
+        return self.envs[_check_index(index, self.num_envs)].snapshot()
+
+    def fork(
+        self,
+        snapshot: EpisodeSnapshot,
+        indices: Iterable[int] | None = None,
+        *,
+        seed: int | None = None,
+    ) -> tuple[tuple[str, ...], dict[str, Any]]:
+        """Put sub-envs ``indices`` (default all) at ``snapshot``: several continuations of one state.
+
+        For tree search and per-step advantages: each forked sub-env plays on from the snapshot's
+        step under its own episode id (``info["forked_from"]`` names the snapshot's episode), and the
+        next :meth:`step` sends all their requests together. The other sub-envs keep their episodes.
+        It is ``reset(seed=seed, options={"snapshot": snapshot, "reset_mask": mask})``: the result is
+        every sub-env's observation and the forked sub-envs' ``infos``. With ``seed=None`` every fork
+        continues the snapshot's RNG (for the same action, the request the original would send); an
+        int gives sub-env ``i`` the RNG of ``seed + i``.
+
+        Raises:
+            ConfigError: ``indices`` are not distinct sub-env indices in ``range(num_envs)``.
+            SnapshotError: not a snapshot of this domain, or one of an ended episode.
+        """
+        chosen = range(self.num_envs) if indices is None else indices
+        if isinstance(chosen, (str, bytes)) or not isinstance(chosen, Iterable):
+            raise ConfigError(
+                f"fork's indices must be sub-env indices (ints in range({self.num_envs})), e.g. a list or a "
+                f"range; got {type(chosen).__name__}."
+            )
+        mask = np.zeros(self.num_envs, dtype=np.bool_)
+        for index in chosen:
+            if mask[_check_index(index, self.num_envs)]:
+                raise ConfigError(f"fork's indices name sub-env {index} twice; give each once.")
+            mask[index] = True
+        if not mask.any():
+            raise ConfigError("fork's indices are empty; name at least one sub-env.")
+        return self.reset(seed=seed, options={"snapshot": snapshot, "reset_mask": mask})
+
+    def _group_size(self, value: Any, mask: np.ndarray | None, options: dict[str, Any]) -> int:
+        """This reset's group size: ``options["group_size"]`` checked, else the constructor's (1 when masked)."""
+        restoring = any(options.get(key) is not None for key in ("snapshot", "group_start"))
+        if value is None:
+            return 1 if mask is not None or restoring else self.group_size
+        divisors = [d for d in range(1, self.num_envs + 1) if self.num_envs % d == 0]
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value not in divisors:
+            raise ConfigError(
+                f"options['group_size'] must be an int that divides num_envs ({self.num_envs}): one of "
+                f"{divisors}; got {value!r}."
+            )
+        size = int(value)
+        if size > 1 and mask is not None:
+            raise ConfigError(
+                "options['group_size'] does not combine with options['reset_mask']: a masked reset starts "
+                "each marked sub-env on a task of its own. Reset whole groups without a mask."
+            )
+        if size > 1 and restoring:
+            raise ConfigError(
+                "options['group_size'] does not combine with options['snapshot'] or ['group_start']: "
+                "those already put every reset sub-env at one state."
+            )
+        return size
+
+    def _reset_group(
+        self, group: Sequence[int], seeds: Sequence[int | None], options: dict[str, Any]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Reset one group: its first sub-env as asked, then every member from that first state."""
+        first = self.envs[group[0]]
+        result = first.reset(seed=seeds[group[0]], options=options)
+        if len(group) == 1:
+            return [result]
+        start = {"group_start": first.snapshot()}
+        return [self.envs[i].reset(seed=seeds[i], options=start) for i in group]
 
     def step(
         self, actions: Sequence[str | None]
@@ -357,6 +447,18 @@ def _step_limit(max_steps: int, max_episode_steps: Any) -> int:
             f"max_episode_steps must be a positive int (or None / -1 for no extra limit), got {max_episode_steps!r}."
         )
     return min(max_steps, max_episode_steps)
+
+
+def _groups(indices: Sequence[int], size: int) -> list[list[int]]:
+    """``indices`` cut into consecutive groups of ``size`` (which divides their number)."""
+    return [list(indices[start : start + size]) for start in range(0, len(indices), size)]
+
+
+def _check_index(index: Any, num_envs: int) -> int:
+    """A sub-env index, checked: an int in ``range(num_envs)``."""
+    if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not 0 <= int(index) < num_envs:
+        raise ConfigError(f"Sub-env indices are ints in range({num_envs}), got {index!r}.")
+    return int(index)
 
 
 def _reset_mask(mask: Any, num_envs: int) -> np.ndarray | None:

@@ -178,9 +178,9 @@ class CurriculumSampler:
                 if entry is not None:
                     self._entries[task_id] = entry
         seqs = self.pool.record_outcomes([(o.task.task_id, o.reward, o.success) for o in outcomes])
-        for seq, (task, reward, success) in zip(seqs, outcomes, strict=True):
-            self._history.setdefault(task.task_id, deque(maxlen=self.config.group_n)).appendleft(
-                Outcome(seq, task.task_id, float(reward), bool(success), 0.0)
+        for seq, o in zip(seqs, outcomes, strict=True):
+            self._history.setdefault(o.task.task_id, deque(maxlen=self.config.group_n)).appendleft(
+                Outcome(seq, o.task.task_id, float(o.reward), bool(o.success), 0.0)
             )
             self._last_seq = max(self._last_seq, seq)
         self._stats = None
