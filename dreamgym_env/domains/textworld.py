@@ -34,6 +34,7 @@ from dreamgym_env.domains.textworld_facts import (
     render_facts_state,
 )
 from dreamgym_env.domains.textworld_goal import goal_outcome
+from dreamgym_env.domains.textworld_instruction import goal_met, instruction_goal
 from dreamgym_env.domains.textworld_outcomes import step_outcomes, step_pattern
 from dreamgym_env.domains.textworld_state import (
     CanonicalState,
@@ -332,9 +333,13 @@ class TextWorldDomain(Domain):
         whatever the answer's result line said, and the line is made to agree (``You won.``, ``You
         lost.``, or ``Done.`` for a win or loss the states do not show). So a simulated reward is paid only for
         a state that shows the goal met, as in the game, and a policy cannot learn to collect wins the
-        model merely claims. Without a goal (a curriculum variant), the result line rules: ``You won.``
-        or ``You lost.`` ends the episode. ``None`` for a state that is not canonical (prose, or a
-        result line of another form).
+        model merely claims. Without a goal (the learned setting, a curriculum variant), the quest's
+        instruction is read instead (:func:`~dreamgym_env.domains.textworld_instruction.instruction_goal`):
+        the step wins exactly when it makes the condition of the quest's last command newly true, and a
+        claimed win it does not show reads ``Done.``; losses, which an instruction does not describe,
+        stay the result line's. An instruction that cannot be read leaves the result line to rule:
+        ``You won.`` or ``You lost.`` ends the episode. ``None`` for a state that is not canonical
+        (prose, or a result line of another form).
         """
         parsed = parse_state(next_state)
         if parsed is None or parsed.result not in _RESULTS:
@@ -356,6 +361,17 @@ class TextWorldDomain(Domain):
                     else RESULT_CHANGED
                     if claimed
                     else parsed.result
+                )
+                if result != parsed.result:
+                    parsed.result = result
+                    next_state = parsed.render()
+        else:
+            target = instruction_goal(task.instruction)
+            if target is not None:
+                states = [step.state for step in history] + [state, next_state]
+                won = goal_met(target, states) and not goal_met(target, states[:-1])
+                result = (
+                    RESULT_WON if won else RESULT_CHANGED if parsed.result == RESULT_WON else parsed.result
                 )
                 if result != parsed.result:
                     parsed.result = result
