@@ -22,8 +22,8 @@
 #   (all 30 layers, JSON answers: the model shipped before) score a comparison row instead of shipping.
 #   SETTING=learned trains on learned-setting prompts (no layout or goal of the game, demonstrations of other
 #   games, the layout the episode showed itself: `build-sft --setting learned`) into its own SFT and model
-#   folders, packages the model into $OUT/package-learned and scores it in both settings with
-#   benchmarks/bench_fidelity_settings.py (docs/results/fidelity_textworld_settings_learned.json).
+#   folders, packages the model into $OUT/package-learned and scores it in both settings, guided answers on,
+#   with benchmarks/bench_fidelity_settings.py (docs/results/fidelity_textworld_guided_learned.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -109,7 +109,7 @@ if [ "$SETTING" = learned ]; then  # packaged beside the run and scored in both 
     stamp "4/4 packaging into $OUT/package-learned and scoring in both settings"
     "$PYTHON" scripts/package_textworld_model.py --run "$OUT" --dest "$OUT/package-learned" --model "$MODEL_DIR"
     [ -n "${SKIP_EVAL:-}" ] || "$PYTHON" benchmarks/bench_fidelity_settings.py --model-dir "$OUT/package-learned" \
-        --out docs/results/fidelity_textworld_settings_learned.json
+        --guided-answers --out docs/results/fidelity_textworld_guided_learned.json
     stamp "done"
     exit 0
 fi

@@ -10,7 +10,11 @@ from tests._scripts import ROOT, load_script
 def test_the_docs_quote_the_committed_settings_result() -> None:
     bench = load_script("benchmarks/bench_fidelity_settings.py")
     docs = (ROOT / "docs" / "experience_model.md").read_text(encoding="utf-8")
-    for name in ("fidelity_textworld_settings.json", "fidelity_textworld_settings_learned.json"):
+    for name in (
+        "fidelity_textworld_settings.json",
+        "fidelity_textworld_settings_learned.json",
+        "fidelity_textworld_guided_learned.json",
+    ):
         result = json.loads((ROOT / "docs" / "results" / name).read_text(encoding="utf-8"))
         assert set(result["settings"]) == {"learned", "privileged"}
         assert bench.markdown(result) in docs, (
