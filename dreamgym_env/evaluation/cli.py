@@ -59,6 +59,7 @@ def _cmd_eval_fidelity(args: argparse.Namespace) -> int:
             max_reasoning_chars=args.max_reasoning_chars,
             max_action_chars=args.max_action_chars,
             replay_real=not args.no_replay,
+            guided_answers=args.guided_answers,
         )
         runs.append((args.name or args.model, model_predictor(backend, config, env_config), backend))
     if not runs:
@@ -188,6 +189,12 @@ def add_evaluation_commands(commands: argparse._SubParsersAction) -> None:  # ty
         "--no-replay",
         action="store_true",
         help="Ask the model even where a demonstration is a real transition of the very step (EnvConfig.replay_real).",
+    )
+    p.add_argument(
+        "--guided-answers",
+        action="store_true",
+        help="Decode the model's answer as a choice among the outcomes the domain writes out, and a "
+        "revealing answer in the form it gives (EnvConfig.guided_answers; plain-state answers, vLLM's server).",
     )
     p.add_argument("--limit", type=int, help="Score a seeded sample of at most this many transitions.")
     p.add_argument("--seed", type=int, default=0)
