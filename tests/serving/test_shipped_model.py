@@ -176,17 +176,21 @@ def test_guided_answers_on_vllm_choose_an_outcome_and_keep_revealing_answers_in_
         **recommended_env_kwargs("textworld"),
     )
     answered: list[str] = []
+    tried: set[str] = set()
     _, info = env.reset(seed=0)
-    for _ in range(12):
+    for _ in range(16):
         listed = info["admissible_actions"]
-        # Moves and takes first: steps a domain writes out (or shapes), not look/examine.
-        action = next((a for a in listed if a.startswith(("take ", "go ", "open "))), listed[0])
+        # Takes, opens and moves not tried yet: steps a domain writes out (or shapes), not look/examine.
+        fresh = [a for a in listed if a.startswith(("take ", "open ", "go ")) and a not in tried]
+        action = (fresh or listed)[0]
+        tried.add(action)
         obs, _, terminated, truncated, info = env.step(action)
         assert "model_error" not in info, info["model_error"]
         assert parse_state(obs) is not None, obs
         answered.append(info["answered_by"])
         if terminated or truncated:
             _, info = env.reset()
+            tried.clear()
     env.close()
     assert "chosen" in answered and "model" in answered, answered
 
