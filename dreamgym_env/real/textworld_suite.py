@@ -166,7 +166,7 @@ def load_suite(out_dir: str | os.PathLike[str]) -> GameSuite:
         games = [GameEntry(**{**g, "path": str(root / g["path"])}) for g in payload["games"]]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise DataFormatError(
-            f"cannot read the game suite ({e}); build it with build_suite() or scripts/textworld_suite.py",
+            f"cannot read the game suite ({e}); build it with build_suite() or scripts/collect_textworld.py --suite DIR",
             path=str(path),
         ) from e
     return GameSuite(
