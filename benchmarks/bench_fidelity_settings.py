@@ -70,10 +70,10 @@ UNSEEN_SEED = 9_000_000
 SETTINGS = ("privileged", "learned")
 
 
-def make_games(folder: Path, per_family: int) -> dict[str, list[str]]:
-    """``per_family`` games of each family, from the first unseen seeds whose drawn recipe is of it."""
+def make_games(folder: Path, per_family: int, first_seed: int = UNSEEN_SEED) -> dict[str, list[str]]:
+    """``per_family`` games of each family, from the first seeds at ``first_seed`` whose drawn recipe is of it."""
     chosen: dict[str, list[tuple[int, Any]]] = {f: [] for f in FAMILIES}
-    seed = UNSEEN_SEED
+    seed = first_seed
     while any(len(v) < per_family for v in chosen.values()):
         recipe = recipe_for(seed)
         if len(chosen[recipe[0]]) < per_family:

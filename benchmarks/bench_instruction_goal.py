@@ -33,34 +33,19 @@ from _harness import ROOT, arg_parser, git_commit, write_json
 
 warnings.filterwarnings("ignore")
 
+from bench_fidelity_settings import FAMILIES, make_games  # noqa: E402
+
 from dreamgym_env.domains import get_domain  # noqa: E402
 from dreamgym_env.domains.textworld_facts import RESULT_CHANGED, RESULT_WON  # noqa: E402
 from dreamgym_env.domains.textworld_instruction import instruction_goal  # noqa: E402
 from dreamgym_env.domains.textworld_state import parse_state  # noqa: E402
 from dreamgym_env.real.textworld import play_noisy_expert  # noqa: E402
-from dreamgym_env.real.textworld_suite import _make_one, recipe_for  # noqa: E402
 from dreamgym_env.records import Step, Task, Transition  # noqa: E402
 
-FAMILIES = ("custom", "tw-treasure_hunter", "tw-coin_collector", "tw-simple")
 FIRST_SEED = 9_100_000
 """First seed of these games: above the suite's (0 + i, 1,000,000 + i) and the fidelity benchmark's."""
 EXAMPLES = 8
 """Misjudged transitions and unread instructions kept per family in the result file."""
-
-
-def make_games(folder: Path, per_family: int, first_seed: int) -> dict[str, list[str]]:
-    """``per_family`` games of each family, from the first seeds whose drawn recipe is of it."""
-    chosen: dict[str, list[tuple[int, Any]]] = {f: [] for f in FAMILIES}
-    seed = first_seed
-    while any(len(v) < per_family for v in chosen.values()):
-        recipe = recipe_for(seed)
-        if len(chosen[recipe[0]]) < per_family:
-            chosen[recipe[0]].append((seed, recipe))
-        seed += 1
-    return {
-        family: [_make_one(str(folder), ("heldout", i, s, r)).path for i, (s, r) in enumerate(picks)]
-        for family, picks in chosen.items()
-    }
 
 
 def without_win(state: str) -> str:

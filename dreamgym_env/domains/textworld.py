@@ -15,6 +15,7 @@ real env, game generation and the game suite in :mod:`dreamgym_env.real.textworl
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Sequence
@@ -188,6 +189,25 @@ _OBJECTS: tuple[str, ...] = ("key", "apple", "book", "lamp", "coin", "carrot", "
 _ADJECTIVES: tuple[str, ...] = ("red", "old", "wooden", "small", "rusty", "shiny", "blue", "heavy")
 
 
+@functools.lru_cache(maxsize=1024)
+def _shown_layout(states: tuple[str, ...], actions: tuple[str, ...]) -> str:
+    """:func:`dream_layout`, remembered: a step asks for it up to three times (facts, outcomes, answer form)."""
+    return dream_layout(states, actions)
+
+
+def _layout(task: Task, history: Sequence[Step], state: str) -> tuple[str, bool, list[str]]:
+    """The layout the simulator may use, whether it is the game's whole one, and the episode's earlier states.
+
+    The game's layout when the task carries it (the privileged setting); otherwise the one the episode
+    showed itself (:func:`~dreamgym_env.domains.textworld_state.dream_layout`).
+    """
+    seen = [step.state for step in history]
+    world = task.metadata.get("world")
+    if isinstance(world, str):
+        return world, True, seen
+    return _shown_layout((*seen, state), tuple(step.action for step in history)), False, seen
+
+
 class TextWorldDomain(Domain):
     """TextWorld as an abstract text world.
 
@@ -254,10 +274,7 @@ class TextWorldDomain(Domain):
         its episode has shown itself (:func:`~dreamgym_env.domains.textworld_state.dream_layout`): the
         rooms it entered and the way back, what containers held when last seen open.
         """
-        seen = [step.state for step in history]
-        world = task.metadata.get("world")
-        if not isinstance(world, str):
-            world = dream_layout([*seen, state], [step.action for step in history])
+        world, _, seen = _layout(task, history, state)
         return nearby_facts(state, world, seen, action)
 
     def outcomes(self, task: Task, history: Sequence[Step], state: str, action: str) -> list[str] | None:
@@ -266,23 +283,16 @@ class TextWorldDomain(Domain):
         Written out by :func:`~dreamgym_env.domains.textworld_outcomes.step_outcomes` from the same
         layout :meth:`describe_step` shows the model: the game's, or the one the episode showed itself.
         """
-        seen = [step.state for step in history]
-        world = task.metadata.get("world")
-        if isinstance(world, str):
-            return step_outcomes(state, action, world, seen, whole_layout=True)
-        layout = dream_layout([*seen, state], [step.action for step in history])
-        return step_outcomes(state, action, layout, seen)
+        world, whole, seen = _layout(task, history, state)
+        return step_outcomes(state, action, world, seen, whole_layout=whole)
 
     def answer_pattern(self, task: Task, history: Sequence[Step], state: str, action: str) -> str | None:
         """The form of a revealing step's answer (:func:`~dreamgym_env.domains.textworld_outcomes.step_pattern`).
 
         A new room with the way back among its exits; a container opened and holding something or empty.
         """
-        seen = [step.state for step in history]
-        world = task.metadata.get("world")
-        if not isinstance(world, str):
-            world = dream_layout([*seen, state], [step.action for step in history])
-        return step_pattern(state, action, world, seen)
+        world, whole, seen = _layout(task, history, state)
+        return step_pattern(state, action, world, seen, whole_layout=whole)
 
     def state_answer(self, state: str, next_state: str) -> str:
         """The result line and the lines that change (:func:`~dreamgym_env.domains.textworld_state.state_changes`)."""

@@ -272,7 +272,9 @@ def _exits_with(back: str) -> str:
     return "(" + "|".join(listings) + ")"
 
 
-def step_pattern(state: str, action: str, world: str, seen: Sequence[str] = ()) -> str | None:
+def step_pattern(
+    state: str, action: str, world: str, seen: Sequence[str] = (), *, whole_layout: bool = False
+) -> str | None:
     """The form of an answer that reveals something, as a regular expression; ``None`` for any other step.
 
     For the steps :func:`step_outcomes` cannot write out, because they show what the episode has not:
@@ -284,9 +286,10 @@ def step_pattern(state: str, action: str, world: str, seen: Sequence[str] = ()) 
 
     The model writes the room or the contents; the pattern keeps its invention consistent with
     what the episode showed (a room with no way back would contradict the move that entered it).
+    ``whole_layout`` as for :func:`step_outcomes`.
     """
     parsed = parse_state(state)
-    if parsed is None or step_outcomes(state, action, world, seen) is not None:
+    if parsed is None or step_outcomes(state, action, world, seen, whole_layout=whole_layout) is not None:
         return None
     if action.startswith("go "):
         back = _OPPOSITE.get(action[3:])
