@@ -37,6 +37,7 @@ from dreamgym_env.domains.textworld_facts import (
 from dreamgym_env.domains.textworld_goal import goal_outcome
 from dreamgym_env.domains.textworld_instruction import goal_met, instruction_goal
 from dreamgym_env.domains.textworld_outcomes import step_outcomes, step_pattern
+from dreamgym_env.domains.textworld_plan import reveal_needs
 from dreamgym_env.domains.textworld_state import (
     CanonicalState,
     admissible_commands,
@@ -292,7 +293,8 @@ class TextWorldDomain(Domain):
         A new room with the way back among its exits; a container opened and holding something or empty.
         """
         world, whole, seen = _layout(task, history, state)
-        return step_pattern(state, action, world, seen, whole_layout=whole)
+        reveal = None if whole else reveal_needs(task.instruction, (*seen, state), world, action)
+        return step_pattern(state, action, world, seen, whole_layout=whole, reveal=reveal)
 
     def state_answer(self, state: str, next_state: str) -> str:
         """The result line and the lines that change (:func:`~dreamgym_env.domains.textworld_state.state_changes`)."""

@@ -32,7 +32,7 @@ from dreamgym_env.domains.textworld_state import (
     split_things,
 )
 
-__all__ = ["GOAL_KINDS", "Goal", "goal_met", "instruction_goal"]
+__all__ = ["GOAL_KINDS", "Goal", "command_goal", "goal_met", "instruction_goal"]
 
 GOAL_KINDS: frozenset[str] = frozenset(
     {"carried", "in", "on", "dropped", "eaten", "open", "closed", "locked", "unlocked"}
@@ -78,7 +78,7 @@ _N = r".+?"  # a name, as short as the rest of the sentence allows
 # (kind, form) in the order they are tried: the more specific form first ("... into the chest to lock
 # it" before "put X into Y", "place X on the floor of R" before "place X on S", and "place X on S
 # inside the R" before "place X inside C"). A form matches a whole clause, to the sentence's end: from
-# its start, or after a comma, "to", "please" or "you can" (what the grammar puts before a command),
+# its start, or after a comma, "to", "please", "you can" or "you could" (what the grammar puts before a command),
 # or "and" or "then" (what joins the commands of a one-sentence quest). ``state`` takes its kind from
 # _STATES.
 _FORMS: tuple[tuple[str, str], ...] = (
@@ -100,7 +100,7 @@ _FORMS: tuple[tuple[str, str], ...] = (
     ("on", rf"{_PUT} the (?P<thing>{_N}) on the (?P<holder>{_N})"),
     ("in", rf"{_INSERT} the (?P<thing>{_N}) (?:into|inside) the (?P<holder>{_N})"),
 )
-_CLAUSE = r"(?:^|, |\bto |\bplease |\byou can |\band |\bthen )"
+_CLAUSE = r"(?:^|, |\bto |\bplease |\byou can |\byou could |\band |\bthen )"
 _COMPILED = tuple((kind, re.compile(rf"{_CLAUSE}{form}$", re.IGNORECASE)) for kind, form in _FORMS)
 
 # tw-simple's brief goal names only the food; the quest puts it on the stove.
@@ -133,10 +133,10 @@ def instruction_goal(instruction: str) -> Goal | None:
         sentences.pop()
     if not sentences or not sentences[-1].endswith("."):
         return None
-    return _command_goal(sentences[-1].removesuffix("."))
+    return command_goal(sentences[-1].removesuffix("."))
 
 
-def _command_goal(clause: str) -> Goal | None:
+def command_goal(clause: str) -> Goal | None:
     """The goal of the first form that reads ``clause`` with whole names (none spans two commands)."""
     for kind, form in _COMPILED:
         match = form.search(clause)

@@ -21,10 +21,13 @@ bare name when nothing is on it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from dreamgym_env.domains.textworld_plan import Reveal, RoomNeeds, ThingNeed
 from dreamgym_env.domains.textworld_state import (
     _OPPOSITE,
     CanonicalState,
@@ -261,19 +264,120 @@ _DIRECTIONS = ("north", "south", "east", "west")
 """The order TextWorld lists a room's exits in."""
 
 
-def _exits_with(back: str) -> str:
-    """The ``Exits`` listings that include ``back``: each direction once, in TextWorld's order, any with a door."""
-    door = rf"( \({_NAME}: (open|closed|locked)\))?"
-    others = [d for d in _DIRECTIONS if d != back]
+def _class_escape(chars: str) -> str:
+    return "".join("\\" + c if c in "\\]^-[" else c for c in chars)
+
+
+@functools.lru_cache(maxsize=256)
+def _name_except(names: frozenset[str], *, starting: bool = False, limit: int = 40) -> str:
+    """A name of at most ``limit`` characters that is none of ``names`` (nor starts with one, ``starting``).
+
+    Regular expressions that guided decoding accepts have no lookahead, so the complement is spelt
+    out over the names' prefix tree: at each prefix, stop (unless the prefix is a name), go on along
+    the tree, or leave it with a character no name continues with, after which anything goes.
+    (Groups are capturing: vLLM's regex grammar does not read every non-capturing form.)
+    """
+    tree: dict[str, Any] = {}
+    for name in (n for n in names if 0 < len(n) < limit):  # a longer name is no answer anyway
+        node = tree
+        for char in name:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a name ends here
+
+    def branch(node: dict[str, Any], depth: int) -> str:
+        followers = sorted(c for c in node if c)
+        options = [
+            re.escape(c) + branch(node[c], depth + 1)
+            for c in followers
+            if not (starting and "" in node[c])  # a name ends there: nothing may start with it
+        ]
+        options.append(f"[^\\n(),:{_class_escape(''.join(followers))}][^\\n(),:]{{0,{limit - depth - 1}}}")
+        # Stopping here is one more option, written as "?": vLLM's regex grammar rejects "(|...)".
+        return "(" + "|".join(options) + (")" if depth == 0 or "" in node else ")?")
+
+    return branch(tree, 0) if names else _NAME
+
+
+def _door(need: tuple[str, str] | None) -> str:
+    if need is None:
+        return rf"( \({_NAME}: (open|closed|locked)\))?"
+    return re.escape(f" ({need[0]}: {need[1]})")
+
+
+def _exits_with(required: dict[str, tuple[str, str] | None]) -> str:
+    """The ``Exits`` listings that include the ``required`` directions (with their doors, when given).
+
+    Each direction once, in TextWorld's order; any other direction may be listed, with a door or not.
+    """
+    others = [d for d in _DIRECTIONS if d not in required]
     listings = []
     for mask in range(2 ** len(others)):
-        chosen = {d for i, d in enumerate(others) if mask >> i & 1} | {back}
-        listings.append(", ".join(f"{d}{door}" for d in _DIRECTIONS if d in chosen))
+        chosen = {d for i, d in enumerate(others) if mask >> i & 1} | set(required)
+        listings.append(", ".join(f"{d}{_door(required.get(d))}" for d in _DIRECTIONS if d in chosen))
     return "(" + "|".join(listings) + ")"
 
 
+_INNER = r"[^\n()]{1,120}"
+"""What a container or a supporter lists, bounded."""
+
+
+def _listing_with(
+    needed: dict[str, str], besides: frozenset[str] = frozenset(), *, inner: bool = False
+) -> str:
+    """A listing that starts with the ``needed`` things (name -> the pattern of its entry), then maybe a few others.
+
+    The needed things come first, and any other is a whole thing: a name that is none of theirs, nor
+    ``besides``, nor ``nothing``, with its notes (none ``inner``, in what a container lists). Let free
+    before them, or to repeat them, a small model writes ``nothing`` and on past what it must name, or
+    lists the same thing again and again, until its answer is cut.
+    """
+    if not needed:
+        return _LISTING
+    name = _name_except(frozenset({"nothing", *needed, *besides}), starting=True)
+    other = name if inner else rf"{name}( \({_INNER}\))?"
+    return ", ".join(needed.values()) + f"(, {other}){{0,{1 if inner else 2}}}"
+
+
+def _thing(name: str, need: ThingNeed) -> str:
+    """One listed thing as ``need`` wants it (:class:`~.textworld_plan.ThingNeed`)."""
+    quoted = re.escape(name)
+    if need.kind == "object":
+        return rf"{quoted}( \({_INNER}\))?"
+    if need.state in ("closed", "locked"):
+        return rf"{quoted} \({need.state}\)"
+    if need.holds:
+        held = _listing_with({h: re.escape(h) for h in need.holds}, frozenset({name}), inner=True)
+        container, supporter = rf"{quoted} \(open, holds: {held}\)", rf"{quoted} \(on: {held}\)"
+    else:
+        container, supporter = (
+            rf"{quoted} \(open, (holds: {_INNER}|empty)\)",
+            rf"{quoted}( \(on: {_INNER}\))?",
+        )
+    if need.kind == "container":
+        return container
+    if need.kind == "supporter":
+        return supporter
+    return f"({container}|{supporter})"
+
+
+def _room(back: str, reveal: Reveal) -> str:
+    """A new room's lines: its name, exits and things as ``reveal`` needs them (only the way back, when none)."""
+    needs = reveal.room or RoomNeeds()
+    name = re.escape(needs.name) if needs.name else _name_except(reveal.avoid)
+    exits = {**needs.exits, back: needs.exits.get(back)}
+    things = {thing: _thing(thing, needs.things[thing]) for thing in sorted(needs.things)}
+    held = frozenset(h for need in needs.things.values() for h in need.holds)
+    return rf"Room: {name}\nExits: {_exits_with(exits)}\nHere: {_listing_with(things, held)}"
+
+
 def step_pattern(
-    state: str, action: str, world: str, seen: Sequence[str] = (), *, whole_layout: bool = False
+    state: str,
+    action: str,
+    world: str,
+    seen: Sequence[str] = (),
+    *,
+    whole_layout: bool = False,
+    reveal: Reveal | None = None,
 ) -> str | None:
     """The form of an answer that reveals something, as a regular expression; ``None`` for any other step.
 
@@ -285,17 +389,21 @@ def step_pattern(
       and the container reads ``open`` and holds something or is ``empty``.
 
     The model writes the room or the contents; the pattern keeps its invention consistent with
-    what the episode showed (a room with no way back would contradict the move that entered it).
+    what the episode showed (a room with no way back would contradict the move that entered it),
+    and with what the quest's instruction says of it (``reveal``, :func:`~.textworld_plan.reveal_needs`):
+    the walkthrough's next room with its name, its way on and the things the text names, a
+    container holding what the text takes from it, and no new room named as another.
     ``whole_layout`` as for :func:`step_outcomes`.
     """
     parsed = parse_state(state)
     if parsed is None or step_outcomes(state, action, world, seen, whole_layout=whole_layout) is not None:
         return None
+    reveal = reveal or Reveal()
     if action.startswith("go "):
         back = _OPPOSITE.get(action[3:])
         if back is None:
             return None
-        return rf"{_ENDING}\nRoom: {_NAME}\nExits: {_exits_with(back)}\nHere: {_LISTING}"
+        return rf"{_ENDING}\n{_room(back, reveal)}"
     if action.startswith("open "):
         name = action[len("open ") :]
         for key in ("Here", "Carrying"):
@@ -305,5 +413,9 @@ def step_pattern(
                 continue
             thing.state, thing.held, thing.word = "open", [_Thing("\x00")], "holds"
             before, _, after = _render(things).partition("holds: \x00")
-            return rf"{_ENDING}\n{key}: {re.escape(before)}(holds: {_LISTING}|empty){re.escape(after)}"
+            wanted = {t: re.escape(t) for t in reveal.contents}
+            inside = f"holds: {_listing_with(wanted, frozenset({name}), inner=True)}" + (
+                "" if wanted else "|empty"
+            )
+            return rf"{_ENDING}\n{key}: {re.escape(before)}({inside}){re.escape(after)}"
     return None

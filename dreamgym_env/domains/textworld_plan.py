@@ -1,0 +1,213 @@
+"""What a TextWorld quest's instruction says about the rooms on its way, for a learned dream to keep.
+
+TextWorld writes a quest's instruction from its walkthrough, one sentence per command: "First, head
+north. Then, make sure that the passageway is opened. And then, go west. Then, take the pizza from
+the cabinet in the bathroom." A learned dream never sees the game's map, but the agent reads this
+text, and a dream that contradicts it is a world the quest cannot be played in: a room entered by
+the walkthrough's ``go north`` with no exit north when the text says to go north next, no cabinet
+holding a pizza where the text says to take it. So the dream keeps what the text says, and invents
+the rest:
+
+    >>> [str(step) for step in instruction_plan("First, head north. Then, take the coin from the floor of the den.")]
+    ['go north', 'carried coin in den']
+
+:func:`reveal_needs` turns the plan into what the next revealing step must show (the room the
+walkthrough enters: its name, the exit it leaves by, the things it names; the container it opens:
+what is taken from it), placing the walkthrough's rooms on the dream's own map: from the first
+room, along the moves of the text, through the rooms the episode has shown. Off that path the dream
+is free, except that a new room takes no name the episode or the text has given another room.
+
+Pure string functions: no TextWorld install needed.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from dreamgym_env.domains.textworld_instruction import Goal, command_goal
+from dreamgym_env.domains.textworld_state import _OPPOSITE, layout_of, parse_state
+
+__all__ = ["PlanStep", "Reveal", "RoomNeeds", "ThingNeed", "instruction_plan", "reveal_needs"]
+
+# The move sentences of TextWorld's instruction grammar: "venture west", "go to the west", "take a trip
+# west", "make an effort to travel north"...: a verb of motion and a direction that ends the sentence.
+_MOVE = re.compile(
+    r"\b(?:go|head|move|travel|venture|walk|trip)(?: to)?(?: the)? (?P<direction>north|south|east|west)$",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One command of the walkthrough: a move (``direction``) or what another command makes true (``goal``)."""
+
+    direction: str = ""
+    goal: Goal | None = None
+
+    def __str__(self) -> str:
+        if self.goal is None:
+            return f"go {self.direction}"
+        g = self.goal
+        return " ".join(
+            p for p in (g.kind, g.thing, g.holder and f"from {g.holder}", g.room and f"in {g.room}") if p
+        )
+
+
+@functools.lru_cache(maxsize=1024)
+def instruction_plan(instruction: str) -> tuple[PlanStep, ...]:
+    """The commands ``instruction`` lists, in order: moves and the goals of the other commands it reads.
+
+    Sentences this grammar does not read (flavour, or a command in other words) are left out; the plan
+    is then shorter, never wrong about what it keeps. Cached: a dream reads it at every revealing step.
+    """
+    steps = []
+    for sentence in re.split(r"(?<=[.!?]) ", " ".join(instruction.split())):
+        clause = sentence.rstrip(".!?")
+        move = _MOVE.search(clause)
+        if move:
+            steps.append(PlanStep(direction=move.group("direction").lower()))
+            continue
+        goal = command_goal(clause)
+        if goal is not None:
+            steps.append(PlanStep(goal=goal))
+    return tuple(steps)
+
+
+@dataclass
+class ThingNeed:
+    """A thing a room must list: its ``state`` (``closed``, ``locked``, ``open``; ``""``: any) and what it must hold.
+
+    ``kind`` is ``object`` (on the floor), ``container``, ``supporter``, or ``holder`` (one or the other).
+    """
+
+    kind: str
+    state: str = ""
+    holds: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RoomNeeds:
+    """What a room the walkthrough enters must show: its name (``""``: any new one), exits and things.
+
+    ``exits`` maps a direction to its door as ``(name, state)``, or ``None`` when any door or none will do.
+    """
+
+    name: str = ""
+    exits: dict[str, tuple[str, str] | None] = field(default_factory=dict)
+    things: dict[str, ThingNeed] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reveal:
+    """What one revealing step must keep: the room it enters, or what the container it opens holds.
+
+    ``avoid`` are the names a new room must not take: rooms the episode showed, and rooms the
+    instruction places elsewhere.
+    """
+
+    room: RoomNeeds | None = None
+    contents: tuple[str, ...] = ()
+    avoid: frozenset[str] = frozenset()
+
+
+@dataclass
+class _Node:
+    """A room of the walkthrough: what its commands need, and the move that leaves it."""
+
+    needs: RoomNeeds = field(default_factory=RoomNeeds)
+    goals: list[Goal] = field(default_factory=list)
+    leave: str = ""
+
+
+def _nodes(plan: Sequence[PlanStep]) -> list[_Node]:
+    """The walkthrough's rooms in order, each with what its commands need of it."""
+    nodes = [_Node()]
+    for step in plan:
+        if step.goal is None:
+            nodes[-1].leave = step.direction
+            nodes.append(_Node())
+            nodes[-1].needs.exits[_OPPOSITE[step.direction]] = None
+            continue
+        nodes[-1].goals.append(step.goal)
+        if step.goal.room:
+            nodes[-1].needs.name = step.goal.room
+    for node in nodes:
+        _place_goals(node)
+    return nodes
+
+
+def _place_goals(node: _Node) -> None:
+    """What the commands done in one room say it holds (in TextWorld's instruction, a command names its room)."""
+    needs = node.needs
+    if node.leave:
+        needs.exits[node.leave] = None
+    holders = {g.holder for g in node.goals if g.holder}
+    for goal in node.goals:
+        if goal.kind in ("open", "unlocked") and goal.thing not in holders and node.leave:
+            door = needs.exits.get(node.leave)
+            # Unlocked first, the door was locked; only opened, it was closed.
+            if door is None or goal.kind == "unlocked":
+                needs.exits[node.leave] = (goal.thing, "locked" if goal.kind == "unlocked" else "closed")
+            continue
+        if goal.kind in ("open", "unlocked"):
+            thing = needs.things.setdefault(goal.thing, ThingNeed("container"))
+            if thing.state != "locked":
+                thing.state = "locked" if goal.kind == "unlocked" else "closed"
+        elif goal.kind == "carried" and goal.holder:
+            holder = needs.things.setdefault(goal.holder, ThingNeed("holder"))
+            holder.holds.append(goal.thing)
+        elif goal.kind == "carried" and goal.room:
+            needs.things.setdefault(goal.thing, ThingNeed("object"))
+        elif goal.kind in ("in", "on"):
+            holder = needs.things.setdefault(goal.holder, ThingNeed("holder"))
+            if holder.kind == "holder":
+                holder.kind = "container" if goal.kind == "in" else "supporter"
+    for thing in needs.things.values():
+        if thing.kind == "holder" and thing.state:
+            thing.kind = "container"
+        elif thing.kind == "container" and not thing.state:
+            thing.state = "open"
+
+
+def reveal_needs(instruction: str, states: Sequence[str], world: str, action: str) -> Reveal:
+    """What the step ``action`` after ``states`` (the episode's, first to current) must show.
+
+    ``world`` is the layout the episode has shown (:func:`~.textworld_state.dream_layout`). The
+    walkthrough's rooms are found on that map, from the first
+    room along the instruction's moves. A move from the last room found along the walkthrough's next
+    move enters the next walkthrough room: its needs. Opening a container in a walkthrough room
+    from which the text takes things: those things. Any other step needs only that a new room take a
+    new name.
+    """
+    shown = [p.lines["Room"] for p in map(parse_state, states) if p is not None]
+    if not shown:
+        return Reveal()
+    nodes = _nodes(instruction_plan(instruction))
+    named = {n.needs.name for n in nodes if n.needs.name}
+    links, _ = layout_of(world)
+    rooms = [shown[0]]
+    for node in nodes[:-1]:
+        nxt = links.get(rooms[-1], {}).get(node.leave)
+        if nxt is None:
+            break
+        rooms.append(nxt)
+    here = shown[-1]
+    avoid = frozenset(shown) | named
+    frontier = len(rooms) - 1
+    on_the_way = frontier + 1 < len(nodes) and here == rooms[frontier]
+    if on_the_way and action == f"go {nodes[frontier].leave}":
+        needs = nodes[frontier + 1].needs
+        return Reveal(room=needs, avoid=avoid - {needs.name})
+    if action.startswith("open "):
+        name = action[len("open ") :]
+        taken = [
+            thing
+            for node, room in zip(nodes, rooms, strict=False)  # rooms: those found so far
+            if room == here
+            for thing in node.needs.things.get(name, ThingNeed("")).holds
+        ]
+        return Reveal(contents=tuple(dict.fromkeys(taken)), avoid=avoid)
+    return Reveal(avoid=avoid)
