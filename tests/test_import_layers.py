@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "dreamgym_env._argtypes",
             "dreamgym_env._event_loop",
+            "dreamgym_env._openai_client",
             "dreamgym_env._secrets",
             "dreamgym_env.records",
             "dreamgym_env.retrieval",

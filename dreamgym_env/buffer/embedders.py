@@ -18,13 +18,16 @@ from __future__ import annotations
 import os
 import zlib
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from dreamgym_env._secrets import redact_endpoint_text
+from dreamgym_env._openai_client import endpoint_errors, sync_client
 from dreamgym_env.buffer.config import EmbedderConfig
-from dreamgym_env.errors import BackendError, ConfigError, DependencyNotInstalled, ServerUnreachableError
+from dreamgym_env.errors import ConfigError, DependencyNotInstalled
+
+if TYPE_CHECKING:
+    import openai
 
 __all__ = [
     "Embedder",
@@ -265,7 +268,7 @@ class OpenAIEmbedder:
         self._api_key = api_key
         self._batch_size = batch_size
         self._timeout_s = timeout_s
-        self._client: object | None = None
+        self._client: openai.OpenAI | None = None
         self._dim: int | None = None
 
     @property
@@ -293,24 +296,14 @@ class OpenAIEmbedder:
         return out
 
     def _request(self, batch: list[str]) -> np.ndarray:
-        import openai
-
         if self._client is None:
-            self._client = openai.OpenAI(
-                base_url=self._base_url, api_key=self._api_key, timeout=self._timeout_s
-            )
+            self._client = sync_client(self._base_url, api_key=self._api_key, timeout_s=self._timeout_s)
         # Empty strings are rejected by some servers; a single space embeds to "nothing in particular".
         inputs = [t if t else " " for t in batch]
-        try:
-            response = self._client.embeddings.create(model=self._model, input=inputs)  # type: ignore[attr-defined]
-        except openai.APIConnectionError as e:
-            message = f"embedding endpoint {self._base_url} is unreachable: {e}"
-            raise ServerUnreachableError(
-                redact_endpoint_text(message, self._base_url, self._api_key)
-            ) from None
-        except openai.APIError as e:
-            message = f"embedding endpoint {self._base_url} failed for model {self._model!r}: {e}"
-            raise BackendError(redact_endpoint_text(message, self._base_url, self._api_key)) from None
+        with endpoint_errors(
+            "The embedding endpoint", self._base_url, model=self._model, api_key=self._api_key
+        ):
+            response = self._client.embeddings.create(model=self._model, input=inputs)
         data = sorted(response.data, key=lambda d: d.index)
         return np.asarray([d.embedding for d in data], dtype=np.float32)
 

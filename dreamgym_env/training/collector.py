@@ -29,10 +29,10 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from dreamgym_env._event_loop import run_sync
-from dreamgym_env._secrets import redact_endpoint_text
+from dreamgym_env._openai_client import async_client, endpoint_errors
 from dreamgym_env.agent_chat import default_observation_message, default_reset_options, default_system_prompt
 from dreamgym_env.domains import get_domain
-from dreamgym_env.errors import BackendError, ConfigError, DependencyNotInstalled, ServerUnreachableError
+from dreamgym_env.errors import ConfigError, DependencyNotInstalled
 from dreamgym_env.records import Task
 from dreamgym_env.rollout import (
     AdvantageScale,
@@ -296,23 +296,16 @@ class ChatPolicy:
         An async client's connections belong to the loop that opened them: reused from another loop
         (a second ``asyncio.run``, a new notebook cell) they fail with "Event loop is closed".
         """
-        import openai
-
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is None or self._client_loop() is not loop:
-            self._client = openai.AsyncOpenAI(
-                base_url=self.base_url,
-                api_key=self._api_key,
-                timeout=self._timeout_s,
-                max_retries=self._max_retries,
+            self._client = async_client(
+                self.base_url, api_key=self._api_key, timeout_s=self._timeout_s, max_retries=self._max_retries
             )
             self._client_loop = weakref.ref(loop)
         return self._client
 
     async def act(self, messages: Sequence[Message], admissible_actions: Sequence[str]) -> str | ActionSample:
         """Ask the model for the next action of the conversation ``messages``."""
-        import openai
-
         client = self._client_for_this_loop()
         body: dict[str, Any] = {}
         if admissible_actions:
@@ -322,7 +315,7 @@ class ChatPolicy:
         if self.return_tokens:
             body["return_token_ids"] = True
         body.update(self.extra_body)
-        try:
+        with endpoint_errors("The policy endpoint", self.base_url, model=self.model, api_key=self._api_key):
             response = await client.chat.completions.create(
                 model=self.model,
                 messages=list(messages),
@@ -331,14 +324,6 @@ class ChatPolicy:
                 logprobs=self.return_tokens,
                 extra_body=body,
             )
-        except openai.APIConnectionError as e:
-            message = f"The policy endpoint {self.base_url} did not answer: {e}"
-            raise ServerUnreachableError(
-                redact_endpoint_text(message, self.base_url, self._api_key)
-            ) from None
-        except openai.APIError as e:
-            message = f"The policy endpoint {self.base_url} rejected the request: {e}"
-            raise BackendError(redact_endpoint_text(message, self.base_url, self._api_key)) from None
         choice = response.choices[0]
         text = (choice.message.content or "").strip()
         if not self.return_tokens:

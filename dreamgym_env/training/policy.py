@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dreamgym_env._openai_client import sync_client
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled
 
 __all__ = [
@@ -274,9 +275,7 @@ def served_policy(
         timeout_s: Seconds one request may take.
         seeded: Send :func:`play_tool_policy`'s per-request seeds.
     """
-    import openai
-
-    client = openai.OpenAI(base_url=base_url, api_key="EMPTY", timeout=timeout_s, max_retries=2)
+    client = sync_client(base_url, timeout_s=timeout_s, max_retries=2)
 
     def one(prompt: list[int], seed: int) -> list[int]:
         response = client.completions.create(

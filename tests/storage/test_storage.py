@@ -48,12 +48,12 @@ def test_every_sqlite_store_opens_its_file_the_same_way(tmp_path):
     pool = TaskPool(str(tmp_path / "p.sqlite"))
     recording = RecordingBackend(ScriptedBackend(), tmp_path / "r.sqlite", mode="record")
     try:
-        for conn in (buffer.store._db._conn, pool._db._conn, recording._connection()):
+        for conn in (buffer.store._db._conn, pool._db._conn, recording._recording().conn):
             assert _settings(conn) == ("wal", 30000, 1)
     finally:
         buffer.close()
         pool.close()
-        recording._conn.close()
+        recording._recording().close()
 
 
 @pytest.mark.parametrize("opener", ["buffer", "pool", "recording"])
@@ -67,7 +67,7 @@ def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(tmp_path, opener):
         elif opener == "pool":
             TaskPool(str(path))
         else:
-            RecordingBackend(ScriptedBackend(), path, mode="record")._connection()
+            RecordingBackend(ScriptedBackend(), path, mode="record")._recording()
     assert path.read_bytes() == before
 
 

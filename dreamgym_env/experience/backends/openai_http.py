@@ -41,16 +41,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import openai
-from openai._constants import DEFAULT_CONNECTION_LIMITS, DEFAULT_TIMEOUT
 
+from dreamgym_env._openai_client import api_error, async_client
 from dreamgym_env.config import BackendConfig
-from dreamgym_env.errors import (
-    BackendError,
-    ConfigError,
-    InvalidResponseError,
-    PromptTooLongError,
-    ServerUnreachableError,
-)
+from dreamgym_env.errors import BackendError, ConfigError, InvalidResponseError, ServerUnreachableError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest
 from dreamgym_env.experience.backends.health import EndpointHealth
 
@@ -58,28 +52,12 @@ __all__ = ["OpenAIBackend"]
 
 logger = logging.getLogger(__name__)
 
-_CONTEXT_MARKERS = ("maximum context length", "context length", "too long", "max_model_len")
 # Statuses worth another attempt (elsewhere, or later): the ones openai's own client retries.
 _RETRY_STATUSES = frozenset({408, 409, 429})
 _MAX_BACKOFF = 8.0
 # Episodes whose endpoint is remembered; the least recently used are forgotten (they fall back to
 # their hash, which is where they started unless they failed over).
 _MAX_STICKY_EPISODES = 65_536
-
-
-def _http_client(max_concurrency: int, timeout: Any) -> Any:
-    """The aiohttp-based HTTP client of `openai`, keeping a connection alive for every request in flight.
-
-    aiohttp costs about a third less CPU per request than the default httpx transport.
-
-    The default limit keeps 100: a vector env of more sub-envs closes the surplus after every step and opens
-    it again on the next, and against vLLM's server some requests on such fresh connections got no
-    answer until the read timeout (a 60 s stall of the whole lock-step step).
-    """
-    limits = type(DEFAULT_CONNECTION_LIMITS)(
-        max_connections=max_concurrency, max_keepalive_connections=max_concurrency
-    )
-    return openai.DefaultAioHttpClient(limits=limits, timeout=timeout)
 
 
 class _Retryable(Exception):
@@ -166,16 +144,15 @@ class OpenAIBackend(Backend):
         state = self._states.get(loop)
         if state is None:
             cfg = self.config
-            # openai's own HTTP types (httpx or its successor, whichever this openai version uses).
-            timeout = type(DEFAULT_TIMEOUT)(cfg.timeout, connect=cfg.connect_timeout)
             clients = [
-                openai.AsyncOpenAI(
-                    base_url=url,
+                async_client(
+                    url,
                     api_key=cfg.api_key.get_secret_value(),
-                    timeout=timeout,
+                    timeout_s=cfg.timeout,
+                    connect_timeout_s=cfg.connect_timeout,
                     max_retries=0,  # retries are this backend's: they may move to another endpoint
-                    default_headers=cfg.endpoint_headers(index) or None,
-                    http_client=_http_client(cfg.max_concurrency, timeout),
+                    headers=cfg.endpoint_headers(index),
+                    max_connections=cfg.max_concurrency,
                 )
                 for index, url in enumerate(cfg.base_url)
             ]
@@ -324,9 +301,9 @@ class OpenAIBackend(Backend):
                 after = f", Retry-After {retry_after:g}s" if retry_after is not None else ""
                 raise _Retryable(f"HTTP {e.status_code}{after}: {message}", retry_after) from e
             if message == str(e):
-                raise self._rejected(e, url, message) from e
+                raise self._rejected(e, url) from e
             # The body echoed a secret: raise outside this block, so no chained exception holds it.
-            rejected = self._rejected(e, url, message)
+            rejected = self._rejected(e, url)
         except ValueError as e:  # the body did not decode or parse (JSONDecodeError, UnicodeDecodeError)
             self.health.failed(index)
             raise InvalidResponseError(
@@ -341,26 +318,17 @@ class OpenAIBackend(Backend):
             self.health.failed(index)
             raise
 
-    def _rejected(self, e: openai.APIStatusError, url: str, message: str) -> BackendError:
+    def _rejected(self, e: openai.APIStatusError, url: str) -> BackendError:
         """The error for a status no other attempt would change (it is the request or the key)."""
-        if isinstance(e, openai.BadRequestError):
-            if any(marker in message.lower() for marker in _CONTEXT_MARKERS):
-                return PromptTooLongError(
-                    f"The prompt does not fit the context of {self.config.model} at {url}: {message}. "
-                    "Lower history_window or top_k, or serve the model with a larger --max-model-len."
-                )
-            return BackendError(f"{url} rejected the request: {message}")
-        if isinstance(e, openai.NotFoundError):
-            return BackendError(
-                f"{url} does not serve model {self.config.model!r} ({message}). "
-                f"GET {url}/models lists the served names."
-            )
-        if e.status_code in (401, 403):
-            return BackendError(
-                f"{url} refused the API key (HTTP {e.status_code}): {message}. "
-                "Pass api_key=... or set DREAMGYM_API_KEY to a key the server accepts."
-            )
-        return BackendError(f"{url} answered HTTP {e.status_code}: {message}")
+        return api_error(
+            e,
+            name="The experience model endpoint",
+            url=url,
+            model=self.config.model,
+            redact=self.config.redact,
+            context_hint="Lower history_window or top_k, or serve the model with a larger --max-model-len.",
+            key_hint="Pass api_key=... or set DREAMGYM_API_KEY to a key the server accepts.",
+        )
 
     async def aclose(self) -> None:
         """Close the clients bound to the running loop."""

@@ -33,7 +33,6 @@ import hashlib
 import heapq
 import json
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -43,9 +42,9 @@ from typing import Any, Literal
 
 from dreamgym_env._secrets import redact_url
 from dreamgym_env.config import BackendConfig
-from dreamgym_env.errors import ConfigError, ReplayMissError, StoreError
+from dreamgym_env.errors import ConfigError, ReplayMissError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest
-from dreamgym_env.storage.sqlite import open_sqlite
+from dreamgym_env.storage.recordings import CallRow, RecordingFile, read_calls
 
 __all__ = [
     "RecordedCall",
@@ -64,31 +63,6 @@ PathLike = str | os.PathLike[str]
 
 KEY_VERSION = 1
 _MODES = ("record", "replay", "replay_or_record")
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS calls (
-    key TEXT NOT NULL,
-    occurrence INTEGER NOT NULL,
-    messages_sha TEXT NOT NULL,
-    sampling TEXT NOT NULL,
-    request TEXT NOT NULL,
-    text TEXT NOT NULL,
-    prompt_tokens INTEGER,
-    completion_tokens INTEGER,
-    cached_tokens INTEGER,
-    latency_s REAL NOT NULL,
-    endpoint TEXT,
-    finish_reason TEXT,
-    extra TEXT NOT NULL,
-    recorded_at REAL NOT NULL,
-    PRIMARY KEY (key, occurrence)
-);
-CREATE INDEX IF NOT EXISTS calls_messages ON calls (messages_sha);
-"""
-_COLUMNS = (
-    "key, occurrence, request, text, prompt_tokens, completion_tokens, cached_tokens, latency_s, endpoint, "
-    "finish_reason, extra, recorded_at"
-)
 
 
 def _canonical(value: Any) -> str:
@@ -206,7 +180,7 @@ class RecordingBackend(Backend):
         self._sampling: dict[str, Any] | None = self._explicit_sampling
         if self._sampling is None and inner is not None:
             self._sampling = sampling_settings(inner)
-        self._conn: sqlite3.Connection | None = None
+        self._file: RecordingFile | None = None
         self._lock = threading.Lock()
         self._seen: dict[str, int] = {}  # key -> occurrences handed out (the next new one)
         self._free: dict[str, list[int]] = {}  # key -> occurrences given back (a heap), reused first
@@ -245,27 +219,14 @@ class RecordingBackend(Backend):
         return f"{self.mode}({self.path}; {inner})"
 
     # ------------------------------------------------------------------ storage
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            conn = open_sqlite(self.path, what="recording", synchronous=self.synchronous, create_parents=True)
-            try:
-                conn.executescript(_SCHEMA)
-                conn.execute("INSERT OR IGNORE INTO meta VALUES ('key_version', ?)", (str(KEY_VERSION),))
-            except sqlite3.Error as e:
-                conn.close()
-                raise StoreError(f"Cannot open the recording {self.path}: {e}") from e
-            version = conn.execute("SELECT value FROM meta WHERE key='key_version'").fetchone()[0]
-            if version != str(KEY_VERSION):
-                raise StoreError(
-                    f"{self.path} was recorded with key version {version}; this version reads {KEY_VERSION}. "
-                    "Record the run again."
-                )
-            self._conn = conn
-        return self._conn
+    def _recording(self) -> RecordingFile:
+        if self._file is None:
+            self._file = RecordingFile(self.path, key_version=KEY_VERSION, synchronous=self.synchronous)
+        return self._file
 
-    def _resolve_sampling(self, conn: sqlite3.Connection) -> dict[str, Any]:
+    def _resolve_sampling(self, recording: RecordingFile) -> dict[str, Any]:
         if self._sampling is None:
-            found = [row[0] for row in conn.execute("SELECT DISTINCT sampling FROM calls LIMIT 2")]
+            found = recording.samplings(limit=2)
             if len(found) > 1:
                 raise ConfigError(
                     f"{self.path} holds calls made with several sampling settings, so replay cannot tell "
@@ -275,24 +236,8 @@ class RecordingBackend(Backend):
             self._sampling = json.loads(found[0]) if found else {}
         return self._sampling
 
-    def _lookup(
-        self, conn: sqlite3.Connection, key: str, occurrence: int, exact: bool
-    ) -> tuple[Any, ...] | None:
-        op = "=" if exact else "<="
-        return conn.execute(
-            f"SELECT {_COLUMNS} FROM calls WHERE key = ? AND occurrence {op} ? "
-            "ORDER BY occurrence DESC LIMIT 1",
-            (key, occurrence),
-        ).fetchone()
-
-    def _store(
-        self,
-        conn: sqlite3.Connection,
-        key: str,
-        occurrence: int,
-        fields: dict[str, Any],
-        completion: Completion,
-    ) -> None:
+    def _row(self, key: str, occurrence: int, fields: dict[str, Any], completion: Completion) -> CallRow:
+        """The row that records ``completion`` as ``occurrence`` of ``key``."""
         extra = {k: v for k, v in completion.extra.items() if k != "recording"}
         try:
             extra_json = _canonical(extra)
@@ -300,28 +245,24 @@ class RecordingBackend(Backend):
             extra_json = _canonical(
                 {k: v for k, v in extra.items() if isinstance(v, (str, int, float, bool))}
             )
-        row = (
-            key,
-            occurrence,
-            hashlib.sha256(_canonical(fields["messages"]).encode()).hexdigest(),
-            _canonical(fields["sampling"]),
-            _canonical(fields),
-            completion.text,
-            completion.prompt_tokens,
-            completion.completion_tokens,
-            completion.cached_tokens,
-            completion.latency_s,
-            None if completion.endpoint is None else redact_url(completion.endpoint),  # a key in the URL
-            completion.extra.get("finish_reason"),
-            extra_json,
-            time.time(),
+        return CallRow(
+            key=key,
+            occurrence=occurrence,
+            messages_sha=hashlib.sha256(_canonical(fields["messages"]).encode()).hexdigest(),
+            sampling=_canonical(fields["sampling"]),
+            request=_canonical(fields),
+            text=completion.text,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            cached_tokens=completion.cached_tokens,
+            latency_s=completion.latency_s,
+            endpoint=None
+            if completion.endpoint is None
+            else redact_url(completion.endpoint),  # a key in the URL
+            finish_reason=completion.extra.get("finish_reason"),
+            extra=extra_json,
+            recorded_at=time.time(),
         )
-        try:
-            conn.execute(
-                "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row
-            )
-        except sqlite3.Error as e:
-            raise StoreError(f"Cannot write to the recording {self.path}: {e}") from e
 
     # ------------------------------------------------------------------ occurrences
     def _take_occurrence(self, key: str) -> int:
@@ -353,17 +294,17 @@ class RecordingBackend(Backend):
         """
         start = time.perf_counter()
         with self._lock:
-            conn = self._connection()
-            sampling = self._resolve_sampling(conn)
+            recording = self._recording()
+            sampling = self._resolve_sampling(recording)
             fields = _keyed_fields(request, sampling)
             key = hashlib.sha256(_canonical(fields).encode()).hexdigest()
             occurrence = self._take_occurrence(key)
             try:
                 row = None
                 if self.mode != "record":
-                    row = self._lookup(conn, key, occurrence, exact=self.mode == "replay_or_record")
+                    row = recording.find(key, occurrence, exact=self.mode == "replay_or_record")
                 if row is None and self.mode == "replay":
-                    raise self._miss(conn, key, occurrence, fields)
+                    raise self._miss(recording, key, occurrence, fields)
             except BaseException:
                 self._give_back(key, occurrence)
                 raise
@@ -379,7 +320,7 @@ class RecordingBackend(Backend):
             raise
         with self._lock:
             try:
-                self._store(self._connection(), key, occurrence, fields, completion)
+                self._recording().write(self._row(key, occurrence, fields, completion))
             except BaseException:
                 self._give_back(key, occurrence)
                 raise
@@ -402,46 +343,36 @@ class RecordingBackend(Backend):
                 entry["discarded"] = True
                 key, occurrence = str(entry["key"]), int(entry["occurrence"])
                 if not entry.get("replayed"):
-                    try:
-                        self._connection().execute(
-                            "DELETE FROM calls WHERE key = ? AND occurrence = ?", (key, occurrence)
-                        )
-                    except sqlite3.Error as e:
-                        raise StoreError(f"Cannot write to the recording {self.path}: {e}") from e
+                    self._recording().delete(key, occurrence)
                     self.recorded -= 1
                 self._give_back(key, occurrence)
 
-    def _from_row(self, row: tuple[Any, ...], elapsed: float) -> Completion:
-        key, occurrence, _, text, prompt, completion_tokens, cached, latency, endpoint, _, extra, _ = row
-        extra = json.loads(extra)
+    def _from_row(self, row: CallRow, elapsed: float) -> Completion:
+        extra = json.loads(row.extra)
         extra["recording"] = {
-            "key": key,
-            "occurrence": occurrence,
+            "key": row.key,
+            "occurrence": row.occurrence,
             "replayed": True,
-            "recorded_latency_s": latency,
+            "recorded_latency_s": row.latency_s,
         }
         return Completion(
-            text=text,
-            prompt_tokens=prompt,
-            completion_tokens=completion_tokens,
-            cached_tokens=cached,
-            latency_s=latency if self.restore_latency else elapsed,
-            endpoint=endpoint,
+            text=row.text,
+            prompt_tokens=row.prompt_tokens,
+            completion_tokens=row.completion_tokens,
+            cached_tokens=row.cached_tokens,
+            latency_s=row.latency_s if self.restore_latency else elapsed,
+            endpoint=row.endpoint,
             extra=extra,
         )
 
     def _miss(
-        self, conn: sqlite3.Connection, key: str, occurrence: int, fields: dict[str, Any]
+        self, recording: RecordingFile, key: str, occurrence: int, fields: dict[str, Any]
     ) -> ReplayMissError:
-        total = conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
-        messages_sha = hashlib.sha256(_canonical(fields["messages"]).encode()).hexdigest()
-        near = conn.execute(
-            "SELECT request FROM calls WHERE messages_sha = ? LIMIT 1", (messages_sha,)
-        ).fetchone()
-        others = [
-            r[0]
-            for r in conn.execute("SELECT occurrence FROM calls WHERE key = ? ORDER BY occurrence", (key,))
-        ]
+        total = recording.count()
+        near = recording.request_with_messages(
+            hashlib.sha256(_canonical(fields["messages"]).encode()).hexdigest()
+        )
+        others = recording.occurrences(key)
         if others:  # the same request, same settings: sent in another order or more often than recorded
             shown = ", ".join(str(o) for o in others[:5]) + (", ..." if len(others) > 5 else "")
             why = (
@@ -451,7 +382,7 @@ class RecordingBackend(Backend):
                 "edited?)."
             )
         elif near is not None:
-            recorded = json.loads(near[0])
+            recorded = json.loads(near)
             differing = [
                 f"{name}: recorded {_short(recorded.get(name))}, now {_short(fields[name])}"
                 for name in ("seed", "sampling", "schema_name", "json_schema")
@@ -477,9 +408,9 @@ class RecordingBackend(Backend):
     async def aclose(self) -> None:
         """Close the recording file and the live backend."""
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            if self._file is not None:
+                self._file.close()
+                self._file = None
         if self.inner is not None:
             await self.inner.aclose()
 
@@ -495,32 +426,17 @@ def read_recording(path: PathLike) -> Iterator[RecordedCall]:
     Raises:
         StoreError: the file is missing or not a recording.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise StoreError(f"No recording at {path}")
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        rows = conn.execute(f"SELECT {_COLUMNS} FROM calls ORDER BY recorded_at, rowid").fetchall()
-    except sqlite3.Error as e:
-        raise StoreError(f"{path} is not a recording: {e}") from e
-    finally:
-        conn.close()
-    for (
-        key,
-        occurrence,
-        request,
-        text,
-        prompt,
-        completion_tokens,
-        cached,
-        latency,
-        endpoint,
-        _,
-        extra,
-        at,
-    ) in rows:
-        completion = Completion(text, prompt, completion_tokens, cached, latency, endpoint, json.loads(extra))
-        yield RecordedCall(key, occurrence, json.loads(request), completion, at)
+    for row in read_calls(Path(path)):
+        completion = Completion(
+            row.text,
+            row.prompt_tokens,
+            row.completion_tokens,
+            row.cached_tokens,
+            row.latency_s,
+            row.endpoint,
+            json.loads(row.extra),
+        )
+        yield RecordedCall(row.key, row.occurrence, json.loads(row.request), completion, row.recorded_at)
 
 
 def record(backend: Backend, path: PathLike) -> RecordingBackend:

@@ -1,4 +1,4 @@
-"""The replay buffer store's SQL, written once for SQLite and PostgreSQL.
+"""The replay buffer's SQL: its tables and statements, written once for SQLite and PostgreSQL.
 
 Both stores keep the same rows and answer the same questions, so every statement whose text is the
 same on both engines lives here in :class:`SQLTransitionStore`, and runs through the store's
@@ -6,9 +6,11 @@ same on both engines lives here in :class:`SQLTransitionStore`, and runs through
 spells placeholders, list parameters and column types. PostgreSQL's tables carry a ``buffer_``
 prefix so the task pool may share the database.
 
-Each engine's module keeps what really differs: how a batch is inserted and its new ids learnt, how
-the oldest synthetic rows are evicted, where the largest id ever handed out is read, and how
-:meth:`~SQLTransitionStore.data_version` notices other processes' commits.
+Each engine's module keeps what really differs (:mod:`~dreamgym_env.storage.transitions_sqlite`,
+:mod:`~dreamgym_env.storage.transitions_postgres`): how a batch is inserted and its new ids learnt,
+how the oldest synthetic rows are evicted, where the largest id ever handed out is read, and how
+:meth:`~SQLTransitionStore.data_version` notices other processes' commits. The replay buffer opens
+one through :func:`~dreamgym_env.buffer.store.open_store`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,15 @@ from dreamgym_env.errors import StoreError
 from dreamgym_env.records import Transition
 from dreamgym_env.storage.tables import Executor, PostgresTables, SQLiteTables, where
 
-__all__ = ["SCHEMA_VERSION", "SQLTransitionStore", "StoredRow", "row_to_transition"]
+__all__ = [
+    "COLUMNS",
+    "FIELDS",
+    "SCHEMA_VERSION",
+    "SQLTransitionStore",
+    "StoredRow",
+    "row_to_transition",
+    "row_values",
+]
 
 SCHEMA_VERSION = 1
 

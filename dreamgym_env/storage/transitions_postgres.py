@@ -1,6 +1,6 @@
 """The replay buffer's store in PostgreSQL: one buffer for every process of a cluster.
 
-The same API and guarantees as the SQLite :class:`~dreamgym_env.buffer.store.TransitionStore`:
+The same API and guarantees as the SQLite :class:`~dreamgym_env.storage.transitions_sqlite.TransitionStore`:
 
 - a batch is one transaction, committed whole or not at all (a writer killed mid-batch loses its
   connection, and the server rolls the batch back);
@@ -12,7 +12,7 @@ The same API and guarantees as the SQLite :class:`~dreamgym_env.buffer.store.Tra
   for this process's own commits, which saves a read-back after each of its own writes.
 
 The statements are the SQLite store's, written once in
-:class:`~dreamgym_env.buffer.store_sql.SQLTransitionStore` on the tables of
+:class:`~dreamgym_env.storage.transitions.SQLTransitionStore` on the tables of
 :mod:`dreamgym_env.storage.tables`; this module keeps what is PostgreSQL's own: the whole batch
 inserted in one ``unnest`` statement, evictions in one data-modifying statement, the id sequence and
 the commit counter.
@@ -29,9 +29,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dreamgym_env.buffer.store_sql import COLUMNS, SQLTransitionStore, row_values
 from dreamgym_env.records import Transition
 from dreamgym_env.storage.tables import Executor, PostgresTables
+from dreamgym_env.storage.transitions import COLUMNS, SQLTransitionStore, row_values
 
 __all__ = ["PostgresTransitionStore"]
 

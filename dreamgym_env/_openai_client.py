@@ -1,0 +1,167 @@
+"""Clients of OpenAI-compatible endpoints: how the package builds them, and what their failures become.
+
+The experience model's backend, the embedding client and the policy clients of training all talk to an
+OpenAI-compatible server (vLLM's, mostly) through the ``openai`` package. They build their clients
+here, so each relies on openai's own timeouts and retries rather than a loop of its own, and their
+failures become this package's errors here, each blamed on one boundary:
+
+- no connection, or no answer in time: :class:`~dreamgym_env.errors.ServerUnreachableError`;
+- the prompt is past the model's context (HTTP 400 saying so):
+  :class:`~dreamgym_env.errors.PromptTooLongError`;
+- any other failure (a bad request, a model the server does not serve, a refused key, another HTTP
+  error): :class:`~dreamgym_env.errors.BackendError`.
+
+Each message names the endpoint and what to do, and goes through the caller's redaction, so neither a
+key nor a password written in the URL shows. ``openai`` is imported when a client is built or an error
+translated, not with this module, so a caller may create its client lazily and stay picklable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from dreamgym_env._secrets import redact_endpoint_text
+from dreamgym_env.errors import BackendError, PromptTooLongError, ServerUnreachableError
+
+if TYPE_CHECKING:
+    import openai
+
+__all__ = ["api_error", "async_client", "endpoint_errors", "sync_client"]
+
+_CONTEXT_MARKERS = ("maximum context length", "context length", "too long", "max_model_len")
+"""What servers write in a 400 whose prompt did not fit (vLLM, OpenAI, SGLang, llama.cpp)."""
+
+
+def sync_client(
+    base_url: str, *, api_key: str = "EMPTY", timeout_s: float, max_retries: int = 2
+) -> openai.OpenAI:
+    """A blocking client of ``base_url``; openai retries a failed attempt ``max_retries`` times itself."""
+    import openai
+
+    return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=max_retries)
+
+
+def async_client(
+    base_url: str,
+    *,
+    api_key: str = "EMPTY",
+    timeout_s: float,
+    max_retries: int = 2,
+    connect_timeout_s: float | None = None,
+    headers: Mapping[str, str] | None = None,
+    max_connections: int | None = None,
+) -> openai.AsyncOpenAI:
+    """An asyncio client of ``base_url``, usable only on the event loop it is first used in.
+
+    Args:
+        base_url: The endpoint (``http://HOST:PORT/v1``).
+        api_key: The key sent as a bearer token (``"EMPTY"`` for a server that needs none).
+        timeout_s: Seconds a read may wait (openai's timeout, not a bound on the whole request).
+        max_retries: Attempts openai makes again after a failed one (0: the caller retries).
+        connect_timeout_s: Seconds a connection may take, when not ``timeout_s``.
+        headers: Headers sent with every request (an endpoint's own authorization).
+        max_connections: Keep this many connections alive, over openai's aiohttp transport (about a
+            third less CPU per request than the default httpx one); ``None`` keeps openai's defaults.
+    """
+    import openai
+    from openai._constants import DEFAULT_TIMEOUT
+
+    # openai's own HTTP types (httpx or its successor, whichever this openai version uses).
+    timeout: Any = (
+        timeout_s
+        if connect_timeout_s is None
+        else type(DEFAULT_TIMEOUT)(timeout_s, connect=connect_timeout_s)
+    )
+    return openai.AsyncOpenAI(
+        base_url=base_url,
+        api_key=api_key,
+        timeout=timeout,
+        max_retries=max_retries,
+        default_headers=dict(headers) if headers else None,
+        http_client=None if max_connections is None else _aiohttp_client(max_connections, timeout),
+    )
+
+
+def _aiohttp_client(max_connections: int, timeout: Any) -> Any:
+    """The aiohttp-based HTTP client of ``openai``, keeping a connection alive for every request in flight.
+
+    The default limit keeps 100: a vector env of more sub-envs closes the surplus after every step and
+    opens it again on the next, and against vLLM's server some requests on such fresh connections got
+    no answer until the read timeout (a 60 s stall of the whole lock-step step).
+    """
+    import openai
+    from openai._constants import DEFAULT_CONNECTION_LIMITS
+
+    limits = type(DEFAULT_CONNECTION_LIMITS)(
+        max_connections=max_connections, max_keepalive_connections=max_connections
+    )
+    return openai.DefaultAioHttpClient(limits=limits, timeout=timeout)
+
+
+def api_error(
+    e: openai.APIError,
+    *,
+    name: str,
+    url: str,
+    model: str,
+    redact: Callable[[str], str],
+    context_hint: str = "Shorten the prompt, or serve the model with a larger --max-model-len.",
+    key_hint: str = "Pass a key the server accepts.",
+) -> BackendError:
+    """This package's error for ``e``, an openai failure of a request to ``model`` at ``url``.
+
+    Args:
+        e: What openai raised.
+        name: What the endpoint is, to start a message ("The policy endpoint").
+        url: The endpoint.
+        model: The model the request named.
+        redact: Masks the secrets of the endpoint (its key, a password in the URL) in a message.
+        context_hint: What to do when the prompt does not fit the model's context.
+        key_hint: What to do when the server refuses the key.
+    """
+    import openai
+
+    message = str(e)
+    if isinstance(e, openai.APIConnectionError):  # includes APITimeoutError
+        return ServerUnreachableError(redact(f"{name} {url} did not answer: {message}"))
+    if isinstance(e, openai.BadRequestError):
+        if any(marker in message.lower() for marker in _CONTEXT_MARKERS):
+            return PromptTooLongError(
+                redact(f"The prompt does not fit the context of {model} at {url}: {message}. {context_hint}")
+            )
+        return BackendError(redact(f"{name} {url} rejected the request: {message}"))
+    if isinstance(e, openai.NotFoundError):
+        return BackendError(
+            redact(
+                f"{name} {url} does not serve model {model!r} ({message}). GET {url}/models lists the served names."
+            )
+        )
+    if isinstance(e, openai.APIStatusError):
+        if e.status_code in (401, 403):
+            return BackendError(
+                redact(f"{name} {url} refused the API key (HTTP {e.status_code}): {message}. {key_hint}")
+            )
+        return BackendError(redact(f"{name} {url} answered HTTP {e.status_code}: {message}"))
+    return BackendError(redact(f"{name} {url} failed for model {model!r}: {message}"))
+
+
+@contextmanager
+def endpoint_errors(name: str, url: str, *, model: str, api_key: str | None = None) -> Iterator[None]:
+    """Raise openai's failures in the block as :func:`api_error` translates them, blamed on ``url``.
+
+    Raised ``from None``: openai's own error, whose text may hold the key, stays out of the chain.
+
+    Example:
+        >>> with endpoint_errors("The embedding endpoint", url, model=model, api_key=key):
+        ...     response = client.embeddings.create(model=model, input=texts)
+    """
+    import openai
+
+    try:
+        yield
+    except openai.APIError as e:
+        raise api_error(
+            e, name=name, url=url, model=model, redact=lambda text: redact_endpoint_text(text, url, api_key)
+        ) from None
