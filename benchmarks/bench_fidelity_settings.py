@@ -49,7 +49,7 @@ from dreamgym_env.evaluation.fidelity import FidelityReport, aggregate  # noqa: 
 from dreamgym_env.evaluation.runner import BASELINES, EvalRecord, evaluate, model_predictor  # noqa: E402
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest  # noqa: E402
 from dreamgym_env.experience.backends.openai_http import OpenAIBackend  # noqa: E402
-from dreamgym_env.experience.model import MODEL_ANSWERS  # noqa: E402
+from dreamgym_env.experience.model import MODEL_ANSWERS, model_share  # noqa: E402
 from dreamgym_env.real.textworld import play_noisy_expert, tasks_from_games  # noqa: E402
 from dreamgym_env.real.textworld_suite import _make_one, recipe_for  # noqa: E402
 from dreamgym_env.records import Task, Transition  # noqa: E402
@@ -307,11 +307,6 @@ def _cell(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def model_share(answered: Counter[str]) -> float:
-    """The share of steps the model decided (writing or choosing the answer)."""
-    return sum(answered[a] for a in MODEL_ANSWERS) / max(1, sum(answered.values()))
-
-
 def markdown(result: dict[str, Any]) -> str:
     """The result's three tables, as ``docs/experience_model.md`` quotes them."""
     settings = result["settings"]
@@ -324,13 +319,13 @@ def markdown(result: dict[str, Any]) -> str:
         for name, row in settings[setting]["transitions"].items():
             kinds = row["by_kind"]
             answered = row["by_answered_by"]
-            model_share = sum(answered.get(a, {}).get("n", 0) for a in MODEL_ANSWERS) / row["transitions"]
+            share = sum(answered.get(a, {}).get("n", 0) for a in MODEL_ANSWERS) / row["transitions"]
             lines.append(
                 f"| {setting} | {name} | {row['transitions']} | {_cell(row['exact_match'])} "
                 f"| {_cell(row['determined_change_exact'])} ({kinds.get('determined', {}).get('n', 0)}) "
                 f"| {_cell(row['revealing_consistent'])} ({kinds.get('revealing', {}).get('n', 0)}) "
                 f"| {_cell(row['success_recall'], 2)} / {_cell(row['success_precision'], 2)} "
-                f"| {_cell(row['loss_recall'], 2)} | {_cell(model_share, 2)} |"
+                f"| {_cell(row['loss_recall'], 2)} | {_cell(share, 2)} |"
             )
     models = [settings[s]["transitions"]["model"] for s in SETTINGS]
     families = sorted(set().union(*(m["by_family"] for m in models)))

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from dreamgym_env.experience.memo import StepMemo
+from dreamgym_env.experience.model import model_share
 
 try:
     from _harness import arg_parser, mean_std, write_json
@@ -128,8 +129,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="answer a simulated step the offline data holds with that real transition (EnvConfig.replay_real); "
         "--no-replay-real leaves every step but the rule-fixed ones to the model, the simulator alone",
     )
+    p.add_argument(
+        "--setting",
+        choices=("privileged", "learned"),
+        default="privileged",
+        help="what the simulator may know of the real games (EnvConfig.setting); 'learned' replays no real "
+        "transition and seeds no memo with them",
+    )
+    p.add_argument(
+        "--guided-answers",
+        action="store_true",
+        help="EnvConfig.guided_answers: the model chooses among the outcomes the domain writes out",
+    )
     p.add_argument("--out", default="runs/bench_sim_to_real/table.md")
     args = p.parse_args(argv)
+    if args.setting == "learned":
+        args.replay_real = False  # no real transition of the same game answers a learned dream's step
     arms = [a.strip() for a in args.arms.split(",") if a.strip() and a.strip() != "none"]
     unknown = sorted(set(arms) - set(ARMS))
     if unknown:
@@ -177,6 +192,10 @@ def config_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
         )
         if not args.replay_real:  # recorded only when off, so earlier arm files keep their settings
             config["replay_real"] = False
+        if args.setting != "privileged":  # likewise
+            config["setting"] = args.setting
+        if args.guided_answers:
+            config["guided_answers"] = True
     return config
 
 
@@ -278,6 +297,8 @@ class Runner:
             else:
                 self.offline = {"offline_transitions": 0, "heldout_transitions_excluded": 0}
             kwargs["replay_real"] = a.replay_real
+            kwargs["setting"] = a.setting
+            kwargs["guided_answers"] = a.guided_answers
             if a.memo:
                 # One memo for every sim phase and seed: the simulated world is one function of
                 # (game, state, action), asked once. Its real part is the offline data itself.
@@ -303,15 +324,18 @@ class Runner:
         kwargs = self.real_kwargs if env_id == REAL_ID else self.sim_kwargs()
         vec_env = self.tp.make_train_envs(pa, kwargs)
         memo0 = self.memo.stats() if self.memo is not None and env_id != REAL_ID else None
+        from dreamgym_env.integrations.sb3 import AnsweredByCounter
+
+        answered = AnsweredByCounter()
         try:
             if model is None:
                 model = self.tp.build_model(pa, vec_env)
             steps0, updates0 = model.num_timesteps, model._n_updates
             started = time.perf_counter()
             if steps0 == 0:
-                model.learn(total_timesteps=timesteps)
+                model.learn(total_timesteps=timesteps, callback=answered)
             else:
-                self.tp.continue_training(model, vec_env, timesteps)
+                self.tp.continue_training(model, vec_env, timesteps, callback=answered)
             seconds = time.perf_counter() - started
         finally:
             vec_env.close()
@@ -322,7 +346,11 @@ class Runner:
             f"{updates} PPO updates, {seconds:.0f} s ({steps / max(seconds, 1e-9):.0f} steps/s)",
             flush=True,
         )
-        phase = {"steps": steps, "updates": updates, "seconds": round(seconds, 2)}
+        phase: dict[str, Any] = {"steps": steps, "updates": updates, "seconds": round(seconds, 2)}
+        if answered.counts:  # who answered the phase's simulated steps
+            phase["answered_by"] = dict(sorted(answered.counts.items()))
+            phase["model_share"] = model_share(answered.counts)
+            print(f"  [{label} seed {seed}] answered by: {phase['answered_by']}", flush=True)
         if memo0 is not None and self.memo is not None:  # how the phase's simulated steps were answered
             now = self.memo.stats()
             phase["memo"] = {k: now[k] - memo0[k] for k in ("real_hits", "hits", "shared", "model_answers")}
@@ -380,7 +408,16 @@ class Runner:
         if "sim-only" in arms or "s2r" in arms:
             model, sim = self._phase(None, SIM_ID, seed, a.total_timesteps, "sim")
             if "sim-only" in arms:
-                record("sim-only", model, None, sim, **self.offline, memo=sim.get("memo"))
+                record(
+                    "sim-only",
+                    model,
+                    None,
+                    sim,
+                    **self.offline,
+                    memo=sim.get("memo"),
+                    answered_by=sim.get("answered_by"),
+                    model_share=sim.get("model_share"),
+                )
             if "s2r" in arms:
                 model, real = self._phase(model, REAL_ID, seed, self.real_budget, "s2r real")
                 record(
@@ -391,6 +428,8 @@ class Runner:
                     sim_phase_shared="sim-only" in arms,
                     **self.offline,
                     memo=sim.get("memo"),
+                    answered_by=sim.get("answered_by"),
+                    model_share=sim.get("model_share"),
                 )
         return out
 
@@ -547,7 +586,11 @@ def build_table(out: Path) -> str:
     write_json(
         out.parent / "results.json",
         {
-            "setting": "privileged",  # the game's layout and goal in every prompt, its real transitions replayed
+            # privileged: the game's layout and goal in every prompt, its real transitions replayed
+            "setting": next(
+                (f["config"].get("setting", "privileged") for arm, f in files.items() if arm in SIM_ARMS),
+                None,
+            ),
             "table": table,
             "targets": dict(targets(summary)),
             "summary": summary,

@@ -44,6 +44,12 @@ def test_tiny_sim_to_real_table(tmp_path: Path) -> None:
     memo = results["s2r"]["seeds"]["0"]["memo"]  # how its simulated steps were answered, without the rules'
     assert memo["model_answers"] >= 1 and memo["real_hits"] + memo["hits"] + memo["model_answers"] <= 64
     assert "s2r > real-10% (held-out)" in payload["targets"]
+    # Who answered every simulated step of the training run, and the model's share of them.
+    answered = results["s2r"]["seeds"]["0"]["answered_by"]
+    assert sum(answered.values()) == 64 and set(answered) <= {"model", "chosen", "rule", "memo", "replay"}
+    share = (answered.get("model", 0) + answered.get("chosen", 0)) / 64
+    assert results["s2r"]["seeds"]["0"]["model_share"] == pytest.approx(share)
+    assert payload["setting"] == "privileged"
     assert (
         real10["real_steps"] == 16 and real10["sim_steps"] == 0 and real10["updates"] == 1
     )  # 6 -> 1 rollout

@@ -331,10 +331,10 @@ def _listing_with(
     before them, or to repeat them, a small model writes ``nothing`` and on past what it must name, or
     lists the same thing again and again, until its answer is cut.
     """
-    if not needed:
-        return _LISTING
     name = _name_except(frozenset({"nothing", *needed, *besides}), starting=True)
     other = name if inner else rf"{name}( \({_INNER}\))?"
+    if not needed:  # what a container shows when opened: a thing or two; a room's things run freer
+        return f"{other}(, {other})?" if inner else _LISTING
     return ", ".join(needed.values()) + f"(, {other}){{0,{1 if inner else 2}}}"
 
 

@@ -113,6 +113,10 @@ class Reveal:
     avoid: frozenset[str] = frozenset()
 
 
+_BEFORE = {"open": "closed", "unlocked": "locked", "closed": "open", "locked": "closed"}
+"""The state a command finds its thing in: ``open`` finds it closed, ``unlock`` locked..."""
+
+
 @dataclass
 class _Node:
     """A room of the walkthrough: what its commands need, and the move that leaves it."""
@@ -147,15 +151,15 @@ def _place_goals(node: _Node) -> None:
     holders = {g.holder for g in node.goals if g.holder}
     for goal in node.goals:
         if goal.kind in ("open", "unlocked") and goal.thing not in holders and node.leave:
-            door = needs.exits.get(node.leave)
-            # Unlocked first, the door was locked; only opened, it was closed.
-            if door is None or goal.kind == "unlocked":
-                needs.exits[node.leave] = (goal.thing, "locked" if goal.kind == "unlocked" else "closed")
+            # A door on the way on (TextWorld's doors are opened to go through), as the first command finds it.
+            if needs.exits.get(node.leave) is None:
+                needs.exits[node.leave] = (goal.thing, _BEFORE[goal.kind])
             continue
-        if goal.kind in ("open", "unlocked"):
+        if goal.kind in _BEFORE:
+            # What the room shows is the state before the first command on the thing: closed to be
+            # opened, locked to be unlocked, open to be closed, closed to be locked.
             thing = needs.things.setdefault(goal.thing, ThingNeed("container"))
-            if thing.state != "locked":
-                thing.state = "locked" if goal.kind == "unlocked" else "closed"
+            thing.state = thing.state or _BEFORE[goal.kind]
         elif goal.kind == "carried" and goal.holder:
             holder = needs.things.setdefault(goal.holder, ThingNeed("holder"))
             holder.holds.append(goal.thing)

@@ -7,7 +7,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -23,7 +23,7 @@ from dreamgym_env.experience.schema import ExperienceOutput, output_json_schema
 from dreamgym_env.records import Step, Task, Transition
 from dreamgym_env.spaces import CONTROL_CHARACTERS
 
-__all__ = ["MODEL_ANSWERS", "ExperienceModel", "Prediction"]
+__all__ = ["MODEL_ANSWERS", "ExperienceModel", "Prediction", "model_share"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +35,11 @@ model's earlier answer to the same step (:class:`~dreamgym_env.experience.memo.S
 
 MODEL_ANSWERS: tuple[AnsweredBy, ...] = ("model", "chosen")
 """The ways of answering in which the model decided the step."""
+
+
+def model_share(counts: Mapping[str, int]) -> float:
+    """The share of steps the model decided (writing or choosing the answer), from ``answered_by`` counts."""
+    return sum(counts.get(who, 0) for who in MODEL_ANSWERS) / max(1, sum(counts.values()))
 
 
 @dataclass

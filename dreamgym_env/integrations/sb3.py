@@ -26,13 +26,14 @@ from dreamgym_env.wrappers.text_embedding import EmbeddedField
 from dreamgym_env.wrappers.vector import VectorDiscreteActions, VectorTextEmbedding
 
 try:
+    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import is_wrapped
     from stable_baselines3.common.vec_env import VecEnv
     from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise DependencyNotInstalled("stable-baselines3", "sb3", "SB3VecEnv") from e
 
-__all__ = ["SB3VecEnv"]
+__all__ = ["AnsweredByCounter", "SB3VecEnv"]
 
 _MASKS = "action_masks"
 
@@ -251,3 +252,23 @@ class SB3VecEnv(VecEnv):
                 f"{type(self.venv).__name__} lacks; cannot look up {name!r}."
             )
         return [envs[i] for i in self._get_indices(indices)]
+
+
+class AnsweredByCounter(BaseCallback):
+    """Counts who answered each simulated step of a training run (``info["answered_by"]``).
+
+    ``model``, ``chosen``, ``memo``, ``replay``, ``rule``...: a claim about the experience model rests on
+    the steps it answered, so a training run reports them. Pass it to ``learn(callback=...)``; read
+    :attr:`counts` after. Steps of real envs carry no ``answered_by`` and are not counted.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: dict[str, int] = {}
+
+    def _on_step(self) -> bool:
+        for info in self.locals.get("infos", ()):
+            who = info.get("answered_by")
+            if who is not None:
+                self.counts[str(who)] = self.counts.get(str(who), 0) + 1
+        return True

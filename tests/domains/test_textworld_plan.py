@@ -1,0 +1,152 @@
+"""The quest's instruction as a plan, and the revealing answers it shapes in a learned dream."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from dreamgym_env.domains.textworld_outcomes import _name_except, step_pattern
+from dreamgym_env.domains.textworld_plan import Reveal, instruction_plan, reveal_needs
+from dreamgym_env.domains.textworld_state import dream_layout
+
+TREASURE = (
+    "Welcome to TextWorld! Here is how to play! First step, head north. Once you manage that, make "
+    "absolutely sure that the passageway is opened. And then, make an attempt to go to the west. And "
+    "then, attempt to go west. And then, doublecheck that the cabinet in the bathroom is ajar. Then, "
+    "take the pizza from the cabinet. Once that's all handled, you can stop!"
+)
+START = "Room: scullery\nExits: north (portal: open), south, west\nHere: nothing\nCarrying: nothing"
+HALL = "Done.\nRoom: hall\nExits: south, west (passageway: closed)\nHere: nothing\nCarrying: nothing"
+
+
+def test_the_plan_lists_moves_and_commands_in_order() -> None:
+    assert [str(step) for step in instruction_plan(TREASURE)] == [
+        "go north",
+        "open passageway",
+        "go west",
+        "go west",
+        "open cabinet in bathroom",
+        "carried pizza from cabinet",
+    ]
+
+
+def test_a_command_after_you_could_is_read() -> None:
+    text = (
+        "First, it would be a great idea if you could make sure that the box inside the bathroom is unlocked."
+    )
+    assert [str(step) for step in instruction_plan(text)] == ["unlocked box in bathroom"]
+
+
+def test_flavour_is_left_out() -> None:
+    assert instruction_plan("Welcome to TextWorld! Here is your task for today. That's it!") == ()
+
+
+def test_the_walkthroughs_next_room_keeps_its_way_on_and_door() -> None:
+    reveal = reveal_needs(TREASURE, [START], dream_layout([START], []), "go north")
+    assert reveal.room is not None
+    assert reveal.room.exits == {"south": None, "west": ("passageway", "closed")}
+    assert "scullery" in reveal.avoid and "bathroom" in reveal.avoid  # named elsewhere by the text
+    pattern = step_pattern(START, "go north", "", [], reveal=reveal)
+    assert pattern is not None
+    assert re.fullmatch(pattern, "Done.\nRoom: hall\nExits: south, west (passageway: closed)\nHere: nothing")
+    # No way on, the door left out, or a name another room has: not this room.
+    assert not re.fullmatch(pattern, "Done.\nRoom: hall\nExits: south\nHere: nothing")
+    assert not re.fullmatch(pattern, "Done.\nRoom: hall\nExits: south, west\nHere: nothing")
+    assert not re.fullmatch(
+        pattern, "Done.\nRoom: scullery\nExits: south, west (passageway: closed)\nHere: nothing"
+    )
+
+
+def test_a_move_off_the_walkthrough_only_takes_a_new_name() -> None:
+    reveal = reveal_needs(TREASURE, [START], dream_layout([START], []), "go west")
+    assert reveal.room is None
+    pattern = step_pattern(START, "go west", "", [], reveal=reveal)
+    assert pattern is not None
+    assert re.fullmatch(pattern, "Done.\nRoom: den\nExits: east\nHere: sofa")
+    assert not re.fullmatch(pattern, "Done.\nRoom: bathroom\nExits: east\nHere: sofa")
+
+
+def test_the_named_room_at_the_end_holds_what_the_text_takes_from_it() -> None:
+    open_hall = HALL.replace("passageway: closed", "passageway: open")
+    corridor = "Done.\nRoom: corridor\nExits: east, west\nHere: nothing\nCarrying: nothing"
+    states = [START, HALL, open_hall, corridor]
+    actions = ["go north", "open passageway", "go west"]
+    reveal = reveal_needs(TREASURE, states, dream_layout(states, actions), "go west")
+    assert reveal.room is not None and reveal.room.name == "bathroom"
+    pattern = step_pattern(corridor, "go west", "", states[:-1], reveal=reveal)
+    assert pattern is not None
+    assert re.fullmatch(pattern, "Done.\nRoom: bathroom\nExits: east\nHere: cabinet (closed), sink")
+    assert not re.fullmatch(pattern, "Done.\nRoom: bathroom\nExits: east\nHere: sink")
+    assert not re.fullmatch(pattern, "Done.\nRoom: bathroom\nExits: east\nHere: cabinet (closed), nothing")
+    # Then opening the cabinet there shows the pizza.
+    bathroom = "Done.\nRoom: bathroom\nExits: east\nHere: cabinet (closed)\nCarrying: nothing"
+    states = [*states, bathroom]
+    actions = [*actions, "go west"]
+    reveal = reveal_needs(TREASURE, states, dream_layout(states, actions), "open cabinet")
+    assert reveal.contents == ("pizza",)
+    pattern = step_pattern(bathroom, "open cabinet", "", states[:-1], reveal=reveal)
+    assert pattern is not None
+    assert re.fullmatch(pattern, "Done.\nHere: cabinet (open, holds: pizza)")
+    assert re.fullmatch(pattern, "Done.\nHere: cabinet (open, holds: pizza, fork)")
+    assert not re.fullmatch(pattern, "Done.\nHere: cabinet (open, empty)")
+    assert not re.fullmatch(pattern, "Done.\nHere: cabinet (open, holds: pizza, pizza)")
+
+
+def test_a_revisited_walkthrough_room_is_found_on_the_dreams_map() -> None:
+    text = "First, go west. Then, take the tablet from the desk inside the den. And then, go east. Then, go north."
+    start = "Room: kitchen\nExits: north, west\nHere: nothing\nCarrying: nothing"
+    den = "Done.\nRoom: den\nExits: east\nHere: desk (on: tablet)\nCarrying: nothing"
+    back = "Done.\nRoom: kitchen\nExits: north, west\nHere: nothing\nCarrying: tablet"
+    states, actions = [start, den, back], ["go west", "go east"]
+    reveal = reveal_needs(text, states, dream_layout(states, actions), "go north")
+    assert reveal.room is not None and reveal.room.exits == {"south": None}
+    assert "den" in reveal.avoid and "kitchen" in reveal.avoid
+
+
+@pytest.mark.parametrize(
+    ("starting", "word", "allowed"),
+    [
+        (False, "kitchen", False),
+        (False, "kitchens", True),
+        (False, "kit", True),
+        (True, "kitchens", False),
+        (True, "kitche", True),
+        (True, "attic", True),
+    ],
+)
+def test_a_name_except_others(starting: bool, word: str, allowed: bool) -> None:
+    pattern = _name_except(frozenset({"kitchen", "bath"}), starting=starting)
+    assert bool(re.fullmatch(pattern, word)) is allowed
+    assert "(?:" not in pattern and "(|" not in pattern  # forms vLLM's regex grammar reads
+
+
+def test_no_reveal_leaves_the_room_free() -> None:
+    pattern = step_pattern(START, "go south", "", [], reveal=Reveal())
+    assert pattern is not None
+    assert re.fullmatch(pattern, "You won.\nRoom: scullery annex\nExits: north\nHere: nothing")
+
+
+def test_a_thing_shows_the_state_its_first_command_finds() -> None:
+    text = (
+        "First, head east. If you can succeed at that, close the cake scented chest. After shutting the cake "
+        "scented chest, Deposit the cake scented passkey into the cake scented chest to lock it."
+    )
+    reveal = reveal_needs(text, [START.replace("west", "east")], "", "go east")
+    assert reveal.room is not None
+    chest = reveal.room.things["cake scented chest"]
+    assert (chest.kind, chest.state) == ("container", "open")
+    pattern = step_pattern(START.replace("west", "east"), "go east", "", [], reveal=reveal)
+    assert pattern is not None
+    assert re.fullmatch(pattern, "Done.\nRoom: den\nExits: west\nHere: cake scented chest (open, empty)")
+    assert not re.fullmatch(pattern, "Done.\nRoom: den\nExits: west\nHere: cake scented chest (locked)")
+
+
+def test_an_opened_container_shows_a_thing_or_two() -> None:
+    room = "Room: den\nExits: none\nHere: box (closed)\nCarrying: nothing"
+    pattern = step_pattern(room, "open box", "", [], reveal=Reveal())
+    assert pattern is not None
+    assert re.fullmatch(pattern, "Done.\nHere: box (open, empty)")
+    assert re.fullmatch(pattern, "Done.\nHere: box (open, holds: apple, fork)")
+    assert not re.fullmatch(pattern, "Done.\nHere: box (open, holds: apple, fork, apple, fork)")
+    assert not re.fullmatch(pattern, "Done.\nHere: box (open, holds: nothing)")
