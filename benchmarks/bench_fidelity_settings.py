@@ -145,6 +145,7 @@ def score_transitions(
     games: dict[str, list[str]],
     concurrency: int,
     guided_answers: bool = False,
+    reveal_temperature: float | None = None,
 ) -> dict[str, Any]:
     """The model and the baselines on every real transition, in both settings (the same samples)."""
     kwargs = recommended_env_kwargs("textworld")
@@ -178,7 +179,10 @@ def score_transitions(
         )
         # Asked once, as the shipped model is played.
         asked_once = dreamgym_env.EnvConfig(
-            parse_retries=0, answer_format="state", guided_answers=guided_answers
+            parse_retries=0,
+            answer_format="state",
+            guided_answers=guided_answers,
+            reveal_temperature=reveal_temperature,
         )
         predictors: dict[str, tuple[Any, Any]] = {
             "model": (model_predictor(backend, config, asked_once), backend),
@@ -206,7 +210,14 @@ def score_transitions(
     return out
 
 
-def sim_env(base_url: str, tasks: list[Task], setting: str, max_steps: int, guided_answers: bool) -> gym.Env:  # type: ignore[type-arg]
+def sim_env(
+    base_url: str,
+    tasks: list[Task],
+    setting: str,
+    max_steps: int,
+    guided_answers: bool,
+    reveal_temperature: float | None = None,
+) -> gym.Env:  # type: ignore[type-arg]
     """A simulated TextWorld env of the shipped model, in ``setting``."""
     return gym.make(
         "DreamGym/TextWorld-v0",
@@ -214,7 +225,11 @@ def sim_env(base_url: str, tasks: list[Task], setting: str, max_steps: int, guid
         base_url=base_url,
         max_steps=max_steps,
         setting=setting,
-        **{**recommended_env_kwargs("textworld"), "guided_answers": guided_answers},
+        **{
+            **recommended_env_kwargs("textworld"),
+            "guided_answers": guided_answers,
+            "reveal_temperature": reveal_temperature,
+        },
     )
 
 
@@ -248,10 +263,12 @@ def play_dream(
     max_steps: int,
     concurrency: int,
     guided_answers: bool = False,
+    reveal_temperature: float | None = None,
 ) -> list[tuple[Episode, Counter[str]]]:
     """Play each job (a task; a fixed action list, or None for random admissible commands; a seed) in the dream."""
     envs = [
-        sim_env(base_url, tasks, setting, max_steps, guided_answers).unwrapped for _ in range(concurrency)
+        sim_env(base_url, tasks, setting, max_steps, guided_answers, reveal_temperature).unwrapped
+        for _ in range(concurrency)
     ]
     answered: list[Counter[str]] = [Counter() for _ in jobs]
     randoms = [RandomPolicy(seed=seed) for _, _, seed in jobs]
@@ -370,6 +387,138 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+RUN_FIGURES = (
+    ("transitions", "model", "exact_match"),
+    ("transitions", "model", "determined_change_exact"),
+    ("transitions", "model", "revealing_consistent"),
+    ("transitions", "model", "success_recall"),
+    ("transitions", "model", "success_precision"),
+    ("transitions", "model", "loss_recall"),
+    ("walkthrough_paid",),
+    ("random_model_share",),
+)
+"""The figures of a setting compared across runs (median and range), beside the per-family ones."""
+
+
+def run_figures(settings: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """One run's headline figures per setting: the targets' figures, and per family its random success and contradictions."""
+    out: dict[str, dict[str, float | None]] = {}
+    for setting, row in settings.items():
+        figures: dict[str, float | None] = {}
+        for path in RUN_FIGURES:
+            value: Any = row
+            for key in path:
+                value = value.get(key) if isinstance(value, dict) else None
+            figures[".".join(path)] = value
+        for family, fam in row["random_policy"].items():
+            figures[f"{family}.random_success_dream"] = fam["random_success_dream"]
+            figures[f"{family}.random_success_real"] = fam["random_success_real"]
+            figures[f"{family}.walkthrough_paid"] = fam["walkthrough_paid"]
+            figures[f"{family}.contradictions"] = fam["contradictions"]
+            figures[f"{family}.revisits"] = fam["revisits"]
+        out[setting] = figures
+    return out
+
+
+def spread(runs: list[dict[str, dict[str, float | None]]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Median, min and max of each figure over the runs (figures a run did not measure left out)."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for setting in runs[0]:
+        out[setting] = {}
+        for name in runs[0][setting]:
+            values = [r[setting][name] for r in runs if r[setting].get(name) is not None]
+            if values:
+                out[setting][name] = {
+                    "median": statistics.median(values),  # type: ignore[type-var]
+                    "min": min(values),  # type: ignore[type-var]
+                    "max": max(values),  # type: ignore[type-var]
+                }
+    return out
+
+
+def play_settings(
+    base_url: str,
+    args: Any,
+    real: list[Transition],
+    demos: list[Transition],
+    games: dict[str, list[str]],
+    tasks: list[Task],
+    walkthroughs: dict[str, list[str]],
+    real_random: dict[str, list[bool]],
+) -> dict[str, Any]:
+    """One run: the transitions scored, the walkthroughs and the random policy played, in each setting."""
+    by_id = {t.task_id: t for t in tasks}
+    transitions = score_transitions(
+        base_url, real, demos, games, args.concurrency, args.guided_answers, args.reveal_temperature
+    )
+    settings: dict[str, Any] = {}
+    for setting in SETTINGS:
+        expert_jobs = [(by_id[tid], actions, 0) for tid, actions in sorted(walkthroughs.items())]
+        expert = play_dream(
+            base_url,
+            tasks,
+            setting,
+            expert_jobs,
+            len(max(walkthroughs.values(), key=len)) + 1,
+            args.concurrency,
+            args.guided_answers,
+            args.reveal_temperature,
+        )
+        random_jobs = [
+            (by_id[tid], None, episode_seed(i, e))
+            for i, tid in enumerate(real_random)  # in the order of the games: paired seeds
+            for e in range(args.random_episodes)
+        ]
+        randoms = play_dream(
+            base_url,
+            tasks,
+            setting,
+            random_jobs,
+            args.max_steps,
+            args.concurrency,
+            args.guided_answers,
+            args.reveal_temperature,
+        )
+        real_of = [real_random[tid][e] for tid in real_random for e in range(args.random_episodes)]
+        per_family: dict[str, Any] = {}
+        for family in FAMILIES:
+            ids = {f"textworld-{Path(p).stem}" for p in games[family]}
+            paid = [ep.success for ep, _ in expert if ep.task_id in ids]
+            dream = [ep.success for ep, _ in randoms if ep.task_id in ids]
+            real_wins = [w for tid in ids for w in real_random[tid]]
+            pairs = [
+                (ep.success, won) for (ep, _), won in zip(randoms, real_of, strict=True) if ep.task_id in ids
+            ]
+            answered = sum((c for ep, c in randoms if ep.task_id in ids), Counter())
+            revisits = [contradictions(ep) for ep, _ in randoms if ep.task_id in ids]
+            per_family[family] = {
+                "walkthrough_paid": sum(paid) / len(paid) if paid else None,
+                "random_success_dream": statistics.mean(dream) if dream else None,
+                "random_success_real": statistics.mean(real_wins) if real_wins else None,
+                "random_episodes": len(dream),
+                # Paired episodes (one seed in both): how often the dream ended as the game did.
+                "random_same_outcome": statistics.mean(d == r for d, r in pairs) if pairs else None,
+                "answered_by": dict(answered),
+                "revisits": sum(r for r, _ in revisits),
+                "contradictions": sum(b for _, b in revisits),
+            }
+        everything = sum((c for _, c in randoms), Counter())
+        walked = sum((c for _, c in expert), Counter())
+        settings[setting] = {
+            "transitions": transitions[setting],
+            "walkthrough_paid": sum(ep.success for ep, _ in expert) / len(expert),
+            "random_policy": per_family,
+            "random_answered_by": dict(everything),
+            "random_model_share": model_share(everything),
+            "walkthrough_answered_by": dict(walked),
+            "walkthrough_model_share": model_share(walked),
+        }
+        print(setting, "walkthrough paid", settings[setting]["walkthrough_paid"], flush=True)
+        for family, row in per_family.items():
+            print(f"  {family}: {row}", flush=True)
+    return settings
+
+
 def main() -> int:
     parser = arg_parser(__doc__)
     parser.add_argument("--per-family", type=int, default=8)
@@ -390,6 +539,12 @@ def main() -> int:
         help="Play and score with EnvConfig.guided_answers: a choice among the outcomes TextWorld writes "
         "out, and revealing answers decoded in the form it gives.",
     )
+    parser.add_argument(
+        "--reveal-temperature",
+        type=float,
+        help="EnvConfig.reveal_temperature: sample the answers that reveal (with --guided-answers)",
+    )
+    parser.add_argument("--runs", type=int, default=1, help="Repeat the measurement (median and range).")
     parser.add_argument("--out", default=str(ROOT / "docs" / "results" / "fidelity_textworld_settings.json"))
     parser.add_argument("--markdown", help="Print the tables of this result file and stop.")
     args = parser.parse_args()
@@ -413,7 +568,6 @@ def main() -> int:
     demo_buffer = shipped_demonstrations("textworld")
     demos = [t for t in demo_buffer.iter_transitions()] if demo_buffer is not None else []
     tasks = tasks_from_games(paths)
-    by_id = {t.task_id: t for t in tasks}
     walkthroughs = {
         t.task_id: [s.action for s in real if s.episode_id == t.episode_id]
         for t in real
@@ -433,68 +587,17 @@ def main() -> int:
         "games": {f: [Path(p).name for p in ps] for f, ps in games.items()},
         "real_transitions": len(real),
         "guided_answers": args.guided_answers,
+        "reveal_temperature": args.reveal_temperature,
         "settings": {},
     }
     with served(args.base_url, args.model_dir) as base_url:
-        transitions = score_transitions(base_url, real, demos, games, args.concurrency, args.guided_answers)
-        for setting in SETTINGS:
-            expert_jobs = [(by_id[tid], actions, 0) for tid, actions in sorted(walkthroughs.items())]
-            expert = play_dream(
-                base_url,
-                tasks,
-                setting,
-                expert_jobs,
-                len(max(walkthroughs.values(), key=len)) + 1,
-                args.concurrency,
-                args.guided_answers,
-            )
-            random_jobs = [
-                (by_id[tid], None, episode_seed(i, e))
-                for i, tid in enumerate(real_random)  # in the order of the games: paired seeds
-                for e in range(args.random_episodes)
-            ]
-            randoms = play_dream(
-                base_url, tasks, setting, random_jobs, args.max_steps, args.concurrency, args.guided_answers
-            )
-            real_of = [real_random[tid][e] for tid in real_random for e in range(args.random_episodes)]
-            per_family: dict[str, Any] = {}
-            for family in FAMILIES:
-                ids = {f"textworld-{Path(p).stem}" for p in games[family]}
-                paid = [ep.success for ep, _ in expert if ep.task_id in ids]
-                dream = [ep.success for ep, _ in randoms if ep.task_id in ids]
-                real_wins = [w for tid in ids for w in real_random[tid]]
-                pairs = [
-                    (ep.success, won)
-                    for (ep, _), won in zip(randoms, real_of, strict=True)
-                    if ep.task_id in ids
-                ]
-                answered = sum((c for ep, c in randoms if ep.task_id in ids), Counter())
-                revisits = [contradictions(ep) for ep, _ in randoms if ep.task_id in ids]
-                per_family[family] = {
-                    "walkthrough_paid": sum(paid) / len(paid) if paid else None,
-                    "random_success_dream": statistics.mean(dream) if dream else None,
-                    "random_success_real": statistics.mean(real_wins) if real_wins else None,
-                    "random_episodes": len(dream),
-                    # Paired episodes (one seed in both): how often the dream ended as the game did.
-                    "random_same_outcome": statistics.mean(d == r for d, r in pairs) if pairs else None,
-                    "answered_by": dict(answered),
-                    "revisits": sum(r for r, _ in revisits),
-                    "contradictions": sum(b for _, b in revisits),
-                }
-            everything = sum((c for _, c in randoms), Counter())
-            walked = sum((c for _, c in expert), Counter())
-            result["settings"][setting] = {
-                "transitions": transitions[setting],
-                "walkthrough_paid": sum(ep.success for ep, _ in expert) / len(expert),
-                "random_policy": per_family,
-                "random_answered_by": dict(everything),
-                "random_model_share": model_share(everything),
-                "walkthrough_answered_by": dict(walked),
-                "walkthrough_model_share": model_share(walked),
-            }
-            print(setting, "walkthrough paid", result["settings"][setting]["walkthrough_paid"], flush=True)
-            for family, row in per_family.items():
-                print(f"  {family}: {row}", flush=True)
+        runs = []
+        for run in range(args.runs):
+            print(f"run {run + 1} of {args.runs}", flush=True)
+            runs.append(play_settings(base_url, args, real, demos, games, tasks, walkthroughs, real_random))
+    result["settings"] = runs[0]  # the first run in full; every run's headline figures below
+    result["runs"] = [run_figures(r) for r in runs]
+    result["spread"] = spread(result["runs"])
     result["seconds"] = round(time.perf_counter() - started, 1)
     write_json(args.out, result)
     print(f"-> {args.out}")

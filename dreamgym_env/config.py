@@ -325,6 +325,15 @@ class EnvConfig(BaseModel):
         "its invention agrees with what the episode showed. A step with one possible outcome (it cannot "
         "succeed) is the rules'. Needs answer_format='state'.",
     )
+    reveal_temperature: float | None = Field(
+        None,
+        ge=0,
+        description="With guided_answers, the sampling temperature of an answer that shows what the episode "
+        "has not (Domain.answer_pattern: a room entered for the first time, a container's contents); the "
+        "outcomes it chooses among stay greedy. Greedy decoding gives every new room the model's likeliest "
+        "form; sampling draws it from what the model learned of the family's rooms. None: the backend's "
+        "temperature.",
+    )
     caps_in_schema: bool = Field(
         False,
         description=(

@@ -249,7 +249,10 @@ class ExperienceModel:
         if outcomes:  # the model chooses among them
             request = replace(request, choices=tuple(outcomes))
         elif self.config.guided_answers:  # it writes what the step shows, in the form the domain gives
-            request = replace(request, pattern=self.domain.answer_pattern(task, history, state, action))
+            pattern = self.domain.answer_pattern(task, history, state, action)
+            request = replace(request, pattern=pattern)
+            if pattern is not None and self.config.reveal_temperature is not None:
+                request = replace(request, temperature=self.config.reveal_temperature)
         build_s = time.perf_counter() - start
 
         def ask() -> Awaitable[Prediction]:
