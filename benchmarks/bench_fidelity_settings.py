@@ -33,7 +33,7 @@ import sys
 import time
 import warnings
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,8 +146,14 @@ def score_transitions(
     concurrency: int,
     guided_answers: bool = False,
     reveal_temperature: float | None = None,
+    only: Sequence[str] | None = None,
+    keep: Callable[[Transition], bool] | None = None,
 ) -> dict[str, Any]:
-    """The model and the baselines on every real transition, in both settings (the same samples)."""
+    """The model and the baselines on every real transition, in both settings (the same samples).
+
+    ``only`` names the predictors to run (all by default); ``keep`` scores only the transitions it
+    accepts (each still asked with its episode's whole history).
+    """
     kwargs = recommended_env_kwargs("textworld")
     out: dict[str, Any] = {}
     for setting in SETTINGS:
@@ -163,7 +169,11 @@ def score_transitions(
         index = DemonstrationIndex(demos, "other_episodes")
         try:
             domain = dreamgym_env.get_domain("textworld")
-            cases = list(build_cases(real, index, config.top_k, learned_view=config.learned_view(domain)))
+            cases = [
+                case
+                for case in build_cases(real, index, config.top_k, learned_view=config.learned_view(domain))
+                if keep is None or keep(case.transition)
+            ]
         finally:
             index.close()
         rows: dict[str, Any] = {}
@@ -191,6 +201,8 @@ def score_transitions(
         if guided_answers:  # what the model adds over the written-out outcomes
             predictors["first-success"] = (model_predictor(FirstSuccess(), config, asked_once), None)
         for name, (predictor, owner) in predictors.items():
+            if only is not None and name not in only:
+                continue
             started = time.perf_counter()
             work = evaluate(name, predictor, cases, concurrency=concurrency, setting=setting)
             report, records = asyncio.run(work if owner is None else owner.closing(work))
@@ -394,6 +406,8 @@ RUN_FIGURES = (
     ("transitions", "model", "success_recall"),
     ("transitions", "model", "success_precision"),
     ("transitions", "model", "loss_recall"),
+    ("takes", "model", "loss_recall"),
+    ("takes", "model", "loss_precision"),
     ("walkthrough_paid",),
     ("random_model_share",),
 )
@@ -426,14 +440,19 @@ def spread(runs: list[dict[str, dict[str, float | None]]]) -> dict[str, dict[str
     for setting in runs[0]:
         out[setting] = {}
         for name in runs[0][setting]:
-            values = [r[setting][name] for r in runs if r[setting].get(name) is not None]
+            values = [v for r in runs if (v := r[setting].get(name)) is not None]
             if values:
                 out[setting][name] = {
-                    "median": statistics.median(values),  # type: ignore[type-var]
-                    "min": min(values),  # type: ignore[type-var]
-                    "max": max(values),  # type: ignore[type-var]
+                    "median": float(statistics.median(values)),
+                    "min": min(values),
+                    "max": max(values),
                 }
     return out
+
+
+def worked_take(transition: Transition) -> bool:
+    """A ``take`` the game carried out: it goes on, wins or loses."""
+    return transition.action.startswith("take ") and not transition.next_state.startswith("Nothing happens")
 
 
 def play_settings(
@@ -445,11 +464,28 @@ def play_settings(
     tasks: list[Task],
     walkthroughs: dict[str, list[str]],
     real_random: dict[str, list[bool]],
+    random_real: list[Transition],
 ) -> dict[str, Any]:
-    """One run: the transitions scored, the walkthroughs and the random policy played, in each setting."""
+    """One run: the transitions scored, the walkthroughs and the random policy played, in each setting.
+
+    ``random_real`` are real random-policy transitions: their ``take`` steps that worked are scored
+    again on their own (``takes``), where the games' losses are (taking the wrong thing loses a
+    treasure hunt).
+    """
     by_id = {t.task_id: t for t in tasks}
     transitions = score_transitions(
         base_url, real, demos, games, args.concurrency, args.guided_answers, args.reveal_temperature
+    )
+    takes = score_transitions(
+        base_url,
+        random_real,
+        demos,
+        games,
+        args.concurrency,
+        args.guided_answers,
+        args.reveal_temperature,
+        only=("model", "first-success"),
+        keep=worked_take,
     )
     settings: dict[str, Any] = {}
     for setting in SETTINGS:
@@ -506,6 +542,7 @@ def play_settings(
         walked = sum((c for _, c in expert), Counter())
         settings[setting] = {
             "transitions": transitions[setting],
+            "takes": takes[setting],
             "walkthrough_paid": sum(ep.success for ep, _ in expert) / len(expert),
             "random_policy": per_family,
             "random_answered_by": dict(everything),
@@ -579,6 +616,14 @@ def main() -> int:
             game, args.random_episodes, args.max_steps, i
         )
 
+    # Random-policy real episodes with their transitions (seeds apart from the transitions' own): the
+    # games' losses.
+    random_real = [
+        t
+        for i, game in enumerate(paths)
+        for t in play_noisy_expert(game, 1 + args.random_episodes, 1.0, args.max_steps, 10_000 + i)
+        if t.metadata.get("policy") != "expert"
+    ]
     result: dict[str, Any] = {
         "commit": commit,
         "model": "textworld",
@@ -586,6 +631,7 @@ def main() -> int:
         "weights_sha256": weights_checksum(args.model_dir or shipped_model_dir("textworld")),
         "games": {f: [Path(p).name for p in ps] for f, ps in games.items()},
         "real_transitions": len(real),
+        "random_real_transitions": len(random_real),
         "guided_answers": args.guided_answers,
         "reveal_temperature": args.reveal_temperature,
         "settings": {},
@@ -594,7 +640,11 @@ def main() -> int:
         runs = []
         for run in range(args.runs):
             print(f"run {run + 1} of {args.runs}", flush=True)
-            runs.append(play_settings(base_url, args, real, demos, games, tasks, walkthroughs, real_random))
+            runs.append(
+                play_settings(
+                    base_url, args, real, demos, games, tasks, walkthroughs, real_random, random_real
+                )
+            )
     result["settings"] = runs[0]  # the first run in full; every run's headline figures below
     result["runs"] = [run_figures(r) for r in runs]
     result["spread"] = spread(result["runs"])
