@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from dreamgym_env.records import Transition
 
-__all__ = ["BatchRetriever", "RetrievalQuery", "Retriever"]
+__all__ = ["BatchRetriever", "QueryRetriever", "RetrievalQuery", "Retriever", "retrieve_query"]
 
 
 class RetrievalQuery(NamedTuple):
@@ -59,3 +59,35 @@ class BatchRetriever(Retriever, Protocol):
     def add_many(self, transitions: Iterable[Transition], *, apply_policy: bool = False) -> Any:
         """Offer many transitions; ``apply_policy=True`` filters them as ``add`` would."""
         ...
+
+
+def retrieve_query(retriever: Retriever, query: RetrievalQuery) -> list[Transition]:
+    """``retriever``'s answer to ``query``, through the :class:`Retriever` protocol's ``retrieve``."""
+    return retriever.retrieve(
+        query.state, query.action, query.k, domain=query.domain, exclude_episode=query.exclude_episode
+    )
+
+
+class QueryRetriever:
+    """Base of a retriever that answers whole :class:`RetrievalQuery` objects.
+
+    A wrapper around another retriever (one that builds it lazily, or answers a vector step from a
+    batch) keys and forwards queries as they are; it implements :meth:`retrieve_query`, and the
+    protocol's keyword form of ``retrieve`` comes from here.
+    """
+
+    def retrieve(
+        self,
+        state: str,
+        action: str,
+        k: int,
+        *,
+        domain: str | None = None,
+        exclude_episode: str | None = None,
+    ) -> list[Transition]:
+        """Return up to ``k`` transitions most similar to (state, action), best first."""
+        return self.retrieve_query(RetrievalQuery(state, action, k, domain, exclude_episode))
+
+    def retrieve_query(self, query: RetrievalQuery) -> list[Transition]:
+        """The answer to ``query``."""
+        raise NotImplementedError

@@ -26,7 +26,7 @@ from dreamgym_env.errors import ConfigError, DreamGymError, SnapshotError
 from dreamgym_env.experience.backends import Backend, make_backend
 from dreamgym_env.experience.memo import StepMemo
 from dreamgym_env.records import Task, Transition
-from dreamgym_env.retrieval import BatchRetriever, RetrievalQuery, Retriever
+from dreamgym_env.retrieval import BatchRetriever, QueryRetriever, RetrievalQuery, Retriever, retrieve_query
 from dreamgym_env.tasks import OutcomeReporter, TaskSampler, as_task_sampler
 
 __all__ = ["DreamGymVectorEnv"]
@@ -37,7 +37,7 @@ def _stores_in_batches(retriever: Retriever | None) -> bool:
     return callable(getattr(retriever, "add_many", None))
 
 
-class _StepBatch:
+class _StepBatch(QueryRetriever):
     """The sub-envs' retriever: one batched search and one write transaction per vector step.
 
     Within a step it answers from the batch and keeps the sub-envs' writes for the end of the step;
@@ -51,19 +51,9 @@ class _StepBatch:
         self._answers: dict[RetrievalQuery, list[Transition]] = {}
         self._pending: list[Transition] | None = None
 
-    def retrieve(
-        self,
-        state: str,
-        action: str,
-        k: int,
-        *,
-        domain: str | None = None,
-        exclude_episode: str | None = None,
-    ) -> list[Transition]:
-        answer = self._answers.pop(RetrievalQuery(state, action, k, domain, exclude_episode), None)
-        if answer is not None:
-            return answer
-        return self.inner.retrieve(state, action, k, domain=domain, exclude_episode=exclude_episode)
+    def retrieve_query(self, query: RetrievalQuery) -> list[Transition]:
+        answer = self._answers.pop(query, None)
+        return answer if answer is not None else retrieve_query(self.inner, query)
 
     def add(self, transition: Transition) -> None:
         if self._pending is None:

@@ -167,6 +167,14 @@ class ExactIndex:
         return self._ids[: self._n], self._vectors[: self._n]
 
 
+def _read_faiss_index(faiss: Any, path: str, dim: int) -> Any:
+    """The faiss index saved at ``path``, refused when its vectors are not ``dim``-dimensional."""
+    index = faiss.read_index(path)
+    if index.d != dim:
+        raise ValueError(f"{path} holds {index.d}-d vectors, expected {dim}")
+    return index
+
+
 class IVFIndex:
     """faiss IVF with inner product: k-means cells, ``nprobe`` of them scanned per query.
 
@@ -262,9 +270,7 @@ class IVFIndex:
     def load(cls, path: str, dim: int, config: IndexConfig) -> IVFIndex:
         """Read an index written by :meth:`save`."""
         self = cls(dim, config)
-        index = self._faiss.read_index(path)
-        if index.d != dim:
-            raise ValueError(f"{path} holds {index.d}-d vectors, expected {dim}")
+        index = _read_faiss_index(self._faiss, path, dim)
         if self._codes_of(index) != config.ivf_codes:
             raise ValueError(
                 f"{path} holds {self._codes_of(index)} codes, the config asks for {config.ivf_codes}"
@@ -361,9 +367,7 @@ class HNSWIndex:
     def load(cls, path: str, dim: int, config: IndexConfig) -> HNSWIndex:
         """Read a graph written by :meth:`save`."""
         self = cls(dim, config)
-        index = self._faiss.read_index(path)
-        if index.d != dim:
-            raise ValueError(f"{path} holds {index.d}-d vectors, expected {dim}")
+        index = _read_faiss_index(self._faiss, path, dim)
         self._faiss.downcast_index(index.index).hnsw.efSearch = config.ef_search
         self._index = index
         self.trained_size = int(index.ntotal)

@@ -78,48 +78,38 @@ class BuiltinDomain(NamedTuple):
     validator: str
 
 
+def _builtin(
+    name: str, title: str, max_steps: int, *, nondeterministic: bool = False, curriculum: str | None = None
+) -> BuiltinDomain:
+    """The row of the built-in domain ``name``: its entry points follow the package's layout.
+
+    The ids are ``DreamGym/<title>-v0`` and ``DreamGym/<title>-Real-v0``; the classes are ``<title>Domain``
+    in ``dreamgym_env.domains.<name>`` and ``<title>RealEnv`` in ``dreamgym_env.real.<name>``; the
+    curriculum's ``<NAME>_FORMAT`` and ``validate_<name>`` are in the module ``curriculum`` when the
+    domain has one of its own, else in ``dreamgym_env.curriculum.formats`` and ``...validators``.
+    ``nondeterministic`` is the real environment's (:class:`RealEnv`).
+    """
+    formats = curriculum or "dreamgym_env.curriculum.formats"
+    validators = curriculum or "dreamgym_env.curriculum.validators"
+    return BuiltinDomain(
+        env_id=f"DreamGym/{title}-v0",
+        entry_point=f"dreamgym_env.domains.{name}:{title}Domain",
+        max_steps=max_steps,
+        real=RealEnv(
+            f"DreamGym/{title}-Real-v0", f"dreamgym_env.real.{name}:{title}RealEnv", nondeterministic
+        ),
+        task_format=f"{formats}:{name.upper()}_FORMAT",
+        validator=f"{validators}:validate_{name}",
+    )
+
+
 #: Every built-in domain by name: its classes, ids and real environment.
 BUILTIN_DOMAINS: dict[str, BuiltinDomain] = {
-    "webshop": BuiltinDomain(
-        env_id="DreamGym/WebShop-v0",
-        entry_point="dreamgym_env.domains.webshop:WebShopDomain",
-        max_steps=15,
-        real=RealEnv("DreamGym/WebShop-Real-v0", "dreamgym_env.real.webshop:WebShopRealEnv", True),
-        task_format="dreamgym_env.curriculum.formats:WEBSHOP_FORMAT",
-        validator="dreamgym_env.curriculum.validators:validate_webshop",
-    ),
-    "alfworld": BuiltinDomain(
-        env_id="DreamGym/ALFWorld-v0",
-        entry_point="dreamgym_env.domains.alfworld:ALFWorldDomain",
-        max_steps=50,
-        real=RealEnv("DreamGym/ALFWorld-Real-v0", "dreamgym_env.real.alfworld:ALFWorldRealEnv"),
-        task_format="dreamgym_env.curriculum.formats:ALFWORLD_FORMAT",
-        validator="dreamgym_env.curriculum.validators:validate_alfworld",
-    ),
-    "webarena": BuiltinDomain(
-        env_id="DreamGym/WebArena-v0",
-        entry_point="dreamgym_env.domains.webarena:WebArenaDomain",
-        max_steps=30,
-        real=RealEnv("DreamGym/WebArena-Real-v0", "dreamgym_env.real.webarena:WebArenaRealEnv", True),
-        task_format="dreamgym_env.curriculum.formats:WEBARENA_FORMAT",
-        validator="dreamgym_env.curriculum.validators:validate_webarena",
-    ),
-    "miniwob": BuiltinDomain(
-        env_id="DreamGym/MiniWoB-v0",
-        entry_point="dreamgym_env.domains.miniwob:MiniWoBDomain",
-        max_steps=10,
-        real=RealEnv("DreamGym/MiniWoB-Real-v0", "dreamgym_env.real.miniwob:MiniWoBRealEnv"),
-        task_format="dreamgym_env.curriculum.miniwob:MINIWOB_FORMAT",
-        validator="dreamgym_env.curriculum.miniwob:validate_miniwob",
-    ),
-    "textworld": BuiltinDomain(
-        env_id="DreamGym/TextWorld-v0",
-        entry_point="dreamgym_env.domains.textworld:TextWorldDomain",
-        max_steps=50,
-        real=RealEnv("DreamGym/TextWorld-Real-v0", "dreamgym_env.real.textworld:TextWorldRealEnv"),
-        task_format="dreamgym_env.curriculum.formats:TEXTWORLD_FORMAT",
-        validator="dreamgym_env.curriculum.validators:validate_textworld",
-    ),
+    "webshop": _builtin("webshop", "WebShop", max_steps=15, nondeterministic=True),
+    "alfworld": _builtin("alfworld", "ALFWorld", max_steps=50),
+    "webarena": _builtin("webarena", "WebArena", max_steps=30, nondeterministic=True),
+    "miniwob": _builtin("miniwob", "MiniWoB", max_steps=10, curriculum="dreamgym_env.curriculum.miniwob"),
+    "textworld": _builtin("textworld", "TextWorld", max_steps=50),
 }
 _FACTORIES: dict[str, Callable[[], Domain]] = {}
 _INSTANCES: dict[str, Domain] = {}

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from dreamgym_env.errors import DataFormatError, DomainError
 from dreamgym_env.records import Transition
-from dreamgym_env.retrieval import RetrievalQuery
+from dreamgym_env.retrieval import QueryRetriever, RetrievalQuery, retrieve_query
 
 if TYPE_CHECKING:
     from dreamgym_env.buffer import ReplayBuffer
@@ -66,7 +66,7 @@ def build_retriever(spec: DomainSpec) -> ReplayBuffer | None:
     return buffer
 
 
-class SpecTrajectoryRetriever:
+class SpecTrajectoryRetriever(QueryRetriever):
     """A :class:`Retriever` that builds the spec's buffer on first use.
 
     Registered as the env's default ``retriever`` so that ``gymnasium.make`` (which deep-copies its
@@ -88,17 +88,9 @@ class SpecTrajectoryRetriever:
                 self._inner = built
             return self._inner
 
-    def retrieve(
-        self,
-        state: str,
-        action: str,
-        k: int,
-        *,
-        domain: str | None = None,
-        exclude_episode: str | None = None,
-    ) -> list[Transition]:
+    def retrieve_query(self, query: RetrievalQuery) -> list[Transition]:
         """Top-k most similar transitions of the spec's buffer."""
-        return self._get().retrieve(state, action, k, domain=domain, exclude_episode=exclude_episode)
+        return retrieve_query(self._get(), query)
 
     def add(self, transition: Transition) -> None:
         """Offer a new transition to the spec's buffer."""

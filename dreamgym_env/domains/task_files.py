@@ -7,13 +7,13 @@ Shared by the per-domain task loaders (:mod:`~dreamgym_env.domains.webshop_tasks
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from dreamgym_env.errors import DataFormatError
 
-__all__ = ["read_json", "read_jsonl", "require"]
+__all__ = ["json_lines", "read_json", "read_jsonl", "require"]
 
 
 def read_json(path: Path) -> Any:
@@ -37,13 +37,28 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     except OSError as e:
         raise DataFormatError(f"cannot read file: {e}", path=str(path)) from e
     with handle:
-        for lineno, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                yield lineno, json.loads(raw)
-            except json.JSONDecodeError as e:
-                raise DataFormatError(f"invalid JSON line: {e.msg}", path=str(path), line=lineno) from e
+        for lineno, record in json_lines(handle):
+            if isinstance(record, json.JSONDecodeError):
+                raise DataFormatError(
+                    f"invalid JSON line: {record.msg}", path=str(path), line=lineno
+                ) from record
+            yield lineno, record
+
+
+def json_lines(lines: Iterable[str]) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, value)`` for each non-blank line, the value being the parsed JSON or its error.
+
+    A line that is not JSON yields its :class:`json.JSONDecodeError` rather than raising it, so a
+    reader that reports bad lines and goes on (the replay buffer's loaders) and one that stops at the
+    first (the task files) share the reading.
+    """
+    for lineno, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            yield lineno, json.loads(raw)
+        except json.JSONDecodeError as e:
+            yield lineno, e
 
 
 def require(

@@ -114,6 +114,17 @@ def load_webshop_goals(path: PathLike) -> list[Task]:
     )
 
 
+def _instruction_task(task_id: str, text: str, metadata: dict[str, Any], source: str) -> Task:
+    """A task of a bare instruction string; the price cap it states joins ``metadata`` as ``price_upper``.
+
+    Goal lists and query maps carry no goal record, so the text is the only place the cap is stated.
+    """
+    price = parse_price_upper(text)
+    if price is not None:
+        metadata["price_upper"] = price
+    return Task(task_id=task_id, domain="webshop", instruction=text.strip(), metadata=metadata, source=source)
+
+
 def _webshop_goal_list(data: list[Any], path: Path) -> list[Task]:
     tasks = []
     for i, text in enumerate(data):
@@ -121,19 +132,7 @@ def _webshop_goal_list(data: list[Any], path: Path) -> list[Task]:
             raise DataFormatError(
                 f"item {i}: expected a non-empty instruction string, got {text!r:.60}", path=str(path)
             )
-        metadata: dict[str, Any] = {"goal_index": i}
-        price = parse_price_upper(text)
-        if price is not None:
-            metadata["price_upper"] = price
-        tasks.append(
-            Task(
-                task_id=f"webshop-human-{i}",
-                domain="webshop",
-                instruction=text.strip(),
-                metadata=metadata,
-                source="webshop:human_goals",
-            )
-        )
+        tasks.append(_instruction_task(f"webshop-human-{i}", text, {"goal_index": i}, "webshop:human_goals"))
     return tasks
 
 
@@ -174,17 +173,9 @@ def _webshop_query_map(data: dict[str, Any], path: Path) -> list[Task]:
             raise DataFormatError(
                 f"item {i} ({text!r:.60}): queries must be a list of strings", path=str(path)
             )
-        metadata: dict[str, Any] = {"queries": list(queries)}
-        price = parse_price_upper(text)
-        if price is not None:
-            metadata["price_upper"] = price
         tasks.append(
-            Task(
-                task_id=f"webshop-query-{i}",
-                domain="webshop",
-                instruction=text.strip(),
-                metadata=metadata,
-                source="webshop:goal_query_map",
+            _instruction_task(
+                f"webshop-query-{i}", text, {"queries": list(queries)}, "webshop:goal_query_map"
             )
         )
     return tasks

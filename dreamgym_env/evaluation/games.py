@@ -44,15 +44,12 @@ def find_games(folder: str | os.PathLike[str]) -> list[str]:
 
 
 def _play_games(
-    games: Sequence[str],
-    *,
-    episodes: int = 2,
-    epsilon: float = 0.4,
-    max_steps: int = 30,
-    seed: int = 0,
-    workers: int = 2,
+    games: Sequence[str], episodes: int, epsilon: float, max_steps: int, seed: int, workers: int
 ) -> list[Transition]:
-    """Real transitions of every game: one expert episode and ``episodes - 1`` noisy-expert ones each."""
+    """Real transitions of every game: one expert episode and ``episodes - 1`` noisy-expert ones each.
+
+    The settings come from :func:`cases_from_games`, whose defaults are the only ones.
+    """
     from dreamgym_env.real.textworld import play_noisy_expert
 
     n = len(games)
@@ -86,9 +83,7 @@ def cases_from_games(
         seed: Seeds the noisy experts.
         workers: Processes playing games.
     """
-    transitions = _play_games(
-        games, episodes=episodes, epsilon=epsilon, max_steps=max_steps, seed=seed, workers=workers
-    )
+    transitions = _play_games(games, episodes, epsilon, max_steps, seed, workers)
     stored: list[Transition] = []
     if buffer_path is not None and config.top_k > 0:
         with ReplayBuffer.open(os.fspath(buffer_path)) as buffer:

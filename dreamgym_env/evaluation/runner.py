@@ -23,6 +23,7 @@ from dreamgym_env.experience.backends.base import Backend
 from dreamgym_env.experience.model import ExperienceModel
 from dreamgym_env.experience.schema import ExperienceOutput
 from dreamgym_env.training.sft_data import (
+    PROMPT_SETTINGS,
     DemonstrationIndex,
     SFTBuildConfig,
     TransitionCase,
@@ -129,12 +130,7 @@ def model_predictor(
     settings = config.env_config()
     env_config = base.model_copy(
         update={
-            "history_window": settings.history_window,
-            "top_k": settings.top_k,
-            "max_admissible_actions": settings.max_admissible_actions,
-            "prompt_style": settings.prompt_style,
-            "answer_format": settings.answer_format,
-            "setting": settings.setting,
+            **{name: getattr(settings, name) for name in PROMPT_SETTINGS},
             "on_invalid_output": "fail_state",
         }
     )

@@ -59,70 +59,71 @@ def build_messages(
         system = f"Simulate {domain.name}: answer the next transition."
     else:
         system = f"{domain.instructions.strip()}\n\n{OUTPUT_INSTRUCTIONS}"
-    user = _render_user_prompt(
-        domain,
-        task,
-        history,
-        demonstrations,
-        state,
-        action,
-        facts,
-        () if domain.lists_actions else admissible_actions,
-        show_instruction=style == "full" or not facts,
-        step_facts=step_facts,
+    show_instruction = style == "full" or not facts
+    user = "".join(
+        [
+            _task_section(task, facts, show_instruction),
+            _history_section(history),
+            _demonstrations_section(domain, task, demonstrations, show_instruction),
+            _current_step_section(
+                state, action, () if domain.lists_actions else admissible_actions, step_facts
+            ),
+        ]
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def _render_user_prompt(
-    domain: Domain,
-    task: Task,
-    history: Sequence[Step],
-    demonstrations: Sequence[Transition],
-    state: str,
-    action: str,
-    task_facts: str = "",
-    admissible_actions: Sequence[str] = (),
-    *,
-    show_instruction: bool = True,
-    step_facts: str = "",
-) -> str:
-    """The user turn: task, history, demonstrations, then the current state and action.
-
-    ``task_facts`` are the goal's details the agent does not see but success depends on.
-    ``admissible_actions`` are the current state's (the next state's list usually differs from it by a
-    few entries, so the model edits rather than invents it); a domain that lists actions itself shows
-    none. A demonstration's outcome is written as the answer the model gives
-    (:meth:`Domain.state_answer`), so each example shows the answer form too. A demonstration of the
-    same task says so instead of repeating the task's text, which also tells the model that its world
-    is this one. Action lists are JSON arrays, the form the answer uses.
-    """
+def _task_section(task: Task, task_facts: str, show_instruction: bool) -> str:
+    """The task; ``task_facts`` are the goal's details the agent does not see but success depends on."""
     facts = (
         f"\nGoal details (hidden from the agent, for judging success):\n{task_facts}\n" if task_facts else ""
     )
     instruction = f"{task.instruction}\n" if show_instruction else ""
-    parts = [f"# Task\n{instruction}{facts}\n# Interaction so far\n"]
-    for i, step in enumerate(history, start=1):
-        parts.append(f"## Step {i}\nState:\n{step.state}\nAction: {step.action}\n\n")
-    if not history:
-        parts.append("(first step)\n\n")
-    if demonstrations:
-        parts.append("# Similar real transitions\n")
-        for i, demo in enumerate(demonstrations, start=1):
-            if demo.task_id == task.task_id:
-                source = "same task"
-            else:
-                source = f"task: {demo.task}" if show_instruction else "another task"
-            listed = None if domain.lists_actions else demo.metadata.get("admissible_actions")
-            next_actions = f"Next admissible actions: {json.dumps(list(listed))}\n" if listed else ""
-            parts.append(
-                f"## Example {i} ({source})\nState:\n{demo.state}\nAction: {demo.action}\n"
-                f"Next state:\n{domain.state_answer(demo.state, demo.next_state)}\n{next_actions}"
-                f"Done: {str(demo.done).lower()}, success: {str(demo.success).lower()}\n\n"
-            )
+    return f"# Task\n{instruction}{facts}\n"
+
+
+def _history_section(history: Sequence[Step]) -> str:
+    """The steps so far, oldest first."""
+    steps = "".join(
+        f"## Step {i}\nState:\n{step.state}\nAction: {step.action}\n\n"
+        for i, step in enumerate(history, start=1)
+    )
+    return "# Interaction so far\n" + (steps or "(first step)\n\n")
+
+
+def _demonstrations_section(
+    domain: Domain, task: Task, demonstrations: Sequence[Transition], show_instruction: bool
+) -> str:
+    """The retrieved real transitions, each outcome written as the model's answer (:meth:`Domain.state_answer`).
+
+    So the examples show the answer form too. A demonstration of the same task says so instead of
+    repeating the task's text, which also tells the model that its world is this one. Action lists are
+    JSON arrays, the form the answer uses; a domain that lists actions itself shows none.
+    """
+    if not demonstrations:
+        return ""
+    parts = ["# Similar real transitions\n"]
+    for i, demo in enumerate(demonstrations, start=1):
+        if demo.task_id == task.task_id:
+            source = "same task"
+        else:
+            source = f"task: {demo.task}" if show_instruction else "another task"
+        listed = None if domain.lists_actions else demo.metadata.get("admissible_actions")
+        next_actions = f"Next admissible actions: {json.dumps(list(listed))}\n" if listed else ""
+        parts.append(
+            f"## Example {i} ({source})\nState:\n{demo.state}\nAction: {demo.action}\n"
+            f"Next state:\n{domain.state_answer(demo.state, demo.next_state)}\n{next_actions}"
+            f"Done: {str(demo.done).lower()}, success: {str(demo.success).lower()}\n\n"
+        )
+    return "".join(parts)
+
+
+def _current_step_section(state: str, action: str, admissible_actions: Sequence[str], step_facts: str) -> str:
+    """The step to predict, last, since it changes every step.
+
+    ``admissible_actions`` are the current state's: the next state's list usually differs from it by a
+    few entries, so the model edits rather than invents it.
+    """
     listed_now = f"Admissible actions: {json.dumps(list(admissible_actions))}\n" if admissible_actions else ""
     nearby = f"Hidden facts for this step:\n{step_facts}\n" if step_facts else ""
-    parts.append(
-        f"# Current step\n{nearby}State:\n{state}\n{listed_now}Action: {action}\n\nPredict the next state."
-    )
-    return "".join(parts)
+    return f"# Current step\n{nearby}State:\n{state}\n{listed_now}Action: {action}\n\nPredict the next state."

@@ -68,50 +68,61 @@ def _quoted(utterance: str) -> list[str]:
     return re.findall(r'"([^"]*)"', utterance)
 
 
-def _plan(utterance: str, state: str, task: str) -> list[str]:
-    q = _quoted(utterance)
+def _utterance_match(pattern: str, utterance: str) -> str:
+    """The part of ``utterance`` that ``pattern``'s group captures; an utterance of another form fails."""
+    match = re.search(pattern, utterance)
+    assert match, utterance
+    return match.group(1)
+
+
+def _fill_two_and_press(state: str, first: str, second: str, button: str) -> list[str]:
+    """Fill the page's first two text boxes, then press ``button`` (a password and its repeat, a login)."""
+    return [
+        f"fill('{find(state, 'textbox', nth=0)}', '{first}')",
+        f"fill('{find(state, 'textbox', nth=1)}', '{second}')",
+        f"click('{find(state, 'button', button)}')",
+    ]
+
+
+def _one_click(utterance: str, task: str) -> tuple[str, str | None, int] | None:
+    """The role, label and index of the element a one-click task clicks (``None``: not a one-click task)."""
     if task == "click-button":
-        return [f"click('{find(state, 'button', q[0])}')"]
+        return "button", _quoted(utterance)[0], 0
     if task == "click-link":
-        return [f"click('{find(state, 'generic', q[0])}')"]
+        return "generic", _quoted(utterance)[0], 0
     if task == "click-test-2":
-        name = re.search(r"Click button (\w+)", utterance)
-        assert name, utterance
-        return [f"click('{find(state, 'button', name.group(1))}')"]
+        return "button", _utterance_match(r"Click button (\w+)", utterance), 0
     if task == "click-dialog":
-        return [f"click('{find(state, 'button', 'Close')}')"]
+        return "button", "Close", 0
+    if task == "focus-text":
+        return "textbox", None, 0
+    if task == "focus-text-2":
+        return "textbox", None, int(_utterance_match(r"(\d+)(?:st|nd|rd|th)", utterance)) - 1
+    return None
+
+
+def _plan(utterance: str, state: str, task: str) -> list[str]:
+    target = _one_click(utterance, task)
+    if target is not None:
+        role, label, nth = target
+        return [f"click('{find(state, role, label, nth)}')"]
+    q = _quoted(utterance)
     if task in ("click-checkboxes", "click-option"):
-        picked = re.search(r"Select (.*) and click Submit", utterance)
-        assert picked, utterance
-        words = [] if picked.group(1) == "nothing" else [w.strip() for w in picked.group(1).split(",")]
+        picked = _utterance_match(r"Select (.*) and click Submit", utterance)
+        words = [] if picked == "nothing" else [w.strip() for w in picked.split(",")]
         role = "checkbox" if task == "click-checkboxes" else "radio"
         clicks = [f"click('{find(state, role, w)}')" for w in words if w]
         return [*clicks, f"click('{find(state, 'button', 'Submit')}')"]
     if task == "enter-text":
         return [f"fill('{find(state, 'textbox')}', '{q[0]}')", f"click('{find(state, 'button', 'Submit')}')"]
     if task == "enter-password":
-        return [
-            f"fill('{find(state, 'textbox', nth=0)}', '{q[0]}')",
-            f"fill('{find(state, 'textbox', nth=1)}', '{q[0]}')",
-            f"click('{find(state, 'button', 'Submit')}')",
-        ]
+        return _fill_two_and_press(state, q[0], q[0], "Submit")
     if task == "login-user":
-        return [
-            f"fill('{find(state, 'textbox', nth=0)}', '{q[0]}')",
-            f"fill('{find(state, 'textbox', nth=1)}', '{q[1]}')",
-            f"click('{find(state, 'button', 'Login')}')",
-        ]
-    if task == "focus-text":
-        return [f"click('{find(state, 'textbox')}')"]
-    if task == "focus-text-2":
-        nth = re.search(r"(\d+)(?:st|nd|rd|th)", utterance)
-        assert nth, utterance
-        return [f"click('{find(state, 'textbox', nth=int(nth.group(1)) - 1)}')"]
+        return _fill_two_and_press(state, q[0], q[1], "Login")
     if task == "choose-list":
-        item = re.search(r"Select (.*) from the list", utterance)
-        assert item, utterance
+        item = _utterance_match(r"Select (.*) from the list", utterance)
         return [
-            f"select_option('{find(state, 'combobox')}', '{item.group(1)}')",
+            f"select_option('{find(state, 'combobox')}', '{item}')",
             f"click('{find(state, 'button', 'Submit')}')",
         ]
     raise KeyError(task)

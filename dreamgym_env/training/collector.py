@@ -408,9 +408,8 @@ def collect_groups(
     groups = [(task, f"{task.task_id}-{uuid.uuid4().hex[:8]}") for task in tasks]
     episodes = [(task, group_id) for task, group_id in groups for _ in range(group_size)]
     slots = min(max_concurrency, len(episodes))
-    play = _play_on_vector if is_simulated(env_id) else _play_on_envs
     trajectories = run_sync(
-        play(
+        _play(
             env_id,
             slots,
             dict(env_kwargs or {}),
@@ -483,7 +482,7 @@ class _Chats:
             await aclose()
 
 
-async def _play_on_vector(
+async def _play(
     env_id: str,
     slots: int,
     kwargs: dict[str, Any],
@@ -493,64 +492,38 @@ async def _play_on_vector(
     reset_options: Callable[[Task], dict[str, Any]],
     progress: bool,
 ) -> list[Trajectory]:
-    """Simulated ids: every episode on one vector env, through its public async step."""
-    domain = get_domain(gym.spec(env_id).kwargs["domain"])
+    """Play every episode, ``slots`` at a time.
+
+    Simulated ids play on one vector env, through its public async step; the others (real wrappers)
+    have no concurrent vector env and get one env per slot, stepped in a thread.
+    """
     jobs = [EpisodeJob(seed + k, reset_options(task)) for k, (task, _) in enumerate(episodes)]
+    describes: Any = None  # what a default system prompt describes: the domain, or the first env
 
     async def policy(k: int, observation: str, info: dict[str, Any]) -> str:
-        return await chats.act(k, domain, observation, info)
+        return await chats.act(k, describes, observation, info)
 
-    bar = None
-    try:
-        vec = gym.make_vec(
-            env_id,
-            num_envs=slots,
-            vectorization_mode="vector_entry_point",
-            autoreset_mode=AutoresetMode.DISABLED,
-            **kwargs,
-        )
-        try:
-            bar = _progress_bar(len(jobs)) if progress else None
-            played = await aplay_episodes(
-                vec.unwrapped,
-                jobs,
-                policy,
-                on_finish=(lambda k, e: bar.update(1)) if bar is not None else None,
-            )
-        finally:
-            if bar is not None:
-                bar.close()
-            await asyncio.to_thread(vec.close)
-    finally:
-        await chats.aclose()
-    return [chats.trajectory(k, e, *episodes[k]) for k, e in enumerate(played)]
-
-
-async def _play_on_envs(
-    env_id: str,
-    slots: int,
-    kwargs: dict[str, Any],
-    episodes: list[tuple[Task, str]],
-    chats: _Chats,
-    seed: int,
-    reset_options: Callable[[Task], dict[str, Any]],
-    progress: bool,
-) -> list[Trajectory]:
-    """Ids without a concurrent vector env (real wrappers): one env per slot, stepped in a thread."""
-    jobs = [EpisodeJob(seed + k, reset_options(task)) for k, (task, _) in enumerate(episodes)]
-    envs: list[gym.Env[Any, Any]] = []
-
-    async def policy(k: int, observation: str, info: dict[str, Any]) -> str:
-        return await chats.act(k, envs[0], observation, info)
-
+    envs: list[Any] = []
     bar = None
     try:  # every env made so far is closed, also when making a later one fails (a game that won't start)
-        for _ in range(slots):
-            envs.append(gym.make(env_id, **kwargs))
         bar = _progress_bar(len(jobs)) if progress else None
-        played = await aplay_on_envs(
-            envs, jobs, policy, on_finish=(lambda k, e: bar.update(1)) if bar is not None else None
-        )
+        on_finish = (lambda k, e: bar.update(1)) if bar is not None else None
+        if is_simulated(env_id):
+            describes = get_domain(gym.spec(env_id).kwargs["domain"])
+            vec = gym.make_vec(
+                env_id,
+                num_envs=slots,
+                vectorization_mode="vector_entry_point",
+                autoreset_mode=AutoresetMode.DISABLED,
+                **kwargs,
+            )
+            envs.append(vec)
+            played = await aplay_episodes(vec.unwrapped, jobs, policy, on_finish=on_finish)
+        else:
+            for _ in range(slots):
+                envs.append(gym.make(env_id, **kwargs))
+            describes = envs[0]
+            played = await aplay_on_envs(envs, jobs, policy, on_finish=on_finish)
     finally:
         if bar is not None:
             bar.close()

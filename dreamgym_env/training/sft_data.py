@@ -38,6 +38,7 @@ from dreamgym_env.experience.schema import ExperienceOutput
 from dreamgym_env.records import Step, Task, Transition
 
 __all__ = [
+    "PROMPT_SETTINGS",
     "SFTBuildConfig",
     "SFTBuildReport",
     "TransitionCase",
@@ -50,6 +51,17 @@ __all__ = [
     "target_output",
     "task_of",
 ]
+
+PROMPT_SETTINGS: tuple[str, ...] = (
+    "history_window",
+    "top_k",
+    "max_admissible_actions",
+    "prompt_style",
+    "answer_format",
+    "setting",
+)
+"""The env settings that shape a request, named alike on :class:`SFTBuildConfig` and
+:class:`~dreamgym_env.config.EnvConfig`: the env serving a trained model must use the data's."""
 
 _MANIFEST_FILE = "manifest.json"
 _SPLIT_FILES = {"train": "train.jsonl", "eval": "eval.jsonl", "eval_episodes": "eval_episodes.jsonl"}
@@ -124,14 +136,7 @@ class SFTBuildConfig:
 
     def env_config(self) -> EnvConfig:
         """The env settings that reproduce these prompts at inference time."""
-        return EnvConfig(
-            history_window=self.history_window,
-            top_k=self.top_k,
-            max_admissible_actions=self.max_admissible_actions,
-            prompt_style=self.prompt_style,
-            answer_format=self.answer_format,
-            setting=self.setting,
-        )
+        return EnvConfig(**{name: getattr(self, name) for name in PROMPT_SETTINGS})
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,10 @@ TRAINING_MANIFEST = "dreamgym_training.json"
 class ScratchModelSpec:
     """Architecture of a model trained from scratch.
 
-    ``hidden_size / num_attention_heads`` must be a head size vLLM's CPU attention supports (32, 64,
-    80, 96, 112, 128...): 256 / 8 = 32.
+    Besides ``vocab_size`` (the tokenizer's), the fields are the size arguments of
+    :func:`~dreamgym_env.training.hf_model.causal_lm`, passed by name. ``hidden_size /
+    num_attention_heads`` must be a head size vLLM's CPU attention supports (32, 64, 80, 96, 112,
+    128...): 256 / 8 = 32.
     """
 
     vocab_size: int = 2048
@@ -210,16 +212,8 @@ def build_scratch_tokenizer(rows: list[dict[str, Any]], spec: ScratchModelSpec) 
 def _scratch_model(tok: Any, spec: ScratchModelSpec, seed: int) -> Any:
     torch, transformers, _, _ = _import_stack()
     torch.manual_seed(seed)
-    return causal_lm(
-        transformers,
-        tok,
-        hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_hidden_layers,
-        num_attention_heads=spec.num_attention_heads,
-        num_key_value_heads=spec.num_key_value_heads,
-        max_position_embeddings=spec.max_position_embeddings,
-    )
+    sizes = {name: value for name, value in asdict(spec).items() if name != "vocab_size"}
+    return causal_lm(transformers, tok, **sizes)  # the vocabulary is the tokenizer's
 
 
 def _fits(tok: Any, rows: list[dict[str, Any]], max_length: int) -> list[dict[str, Any]]:

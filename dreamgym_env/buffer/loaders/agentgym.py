@@ -15,13 +15,12 @@ e.g. ``webshop_12`` gives ``webshop``).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dreamgym_env.buffer.loaders.base import LoadIssue, Record, iter_json_lines, read_text
+from dreamgym_env.buffer.loaders.base import LoadIssue, Record, iter_json_lines, json_document, read_text
 from dreamgym_env.records import Task, Transition
 
 __all__ = ["load_agentgym"]
@@ -113,14 +112,9 @@ def load_agentgym(path: Path, *, domain: str | None = None) -> Iterator[Record |
             except ValueError as e:
                 yield LoadIssue(str(path), number, f"{e}; record skipped")
         return
-    text = read_text(path)
-    try:
-        records = json.loads(text)
-    except json.JSONDecodeError as e:
-        yield LoadIssue(str(path), e.lineno, f"not valid JSON ({e.msg})")
-        return
-    if not isinstance(records, list):
-        yield LoadIssue(str(path), 1, "expected a JSON list of conversation records")
+    records = json_document(path, read_text(path), list, "a JSON list of conversation records")
+    if isinstance(records, LoadIssue):
+        yield records
         return
     for index, record in enumerate(records):
         try:

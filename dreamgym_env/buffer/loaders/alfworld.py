@@ -12,12 +12,11 @@ holding one transcript is read the same way.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from dreamgym_env.buffer.loaders.base import LoadIssue, Record, line_of_key, read_text
+from dreamgym_env.buffer.loaders.base import LoadIssue, Record, json_document, line_of_key, read_text
 from dreamgym_env.domains.alfworld_tasks import alfworld_react_task
 from dreamgym_env.records import Transition
 
@@ -108,13 +107,9 @@ def load_alfworld_react(path: Path, *, domain: str | None = None) -> Iterator[Re
         except ValueError as e:
             yield LoadIssue(str(path), None, f"{e}; transcript skipped")
         return
-    try:
-        transcripts = json.loads(text)
-    except json.JSONDecodeError as e:
-        yield LoadIssue(str(path), e.lineno, f"not valid JSON ({e.msg})")
-        return
-    if not isinstance(transcripts, dict):
-        yield LoadIssue(str(path), 1, "expected a JSON object mapping names to transcript strings")
+    transcripts = json_document(path, text, dict, "a JSON object mapping names to transcript strings")
+    if isinstance(transcripts, LoadIssue):
+        yield transcripts
         return
     for name, transcript in transcripts.items():
         line = line_of_key(text, name)

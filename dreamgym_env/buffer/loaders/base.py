@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from dreamgym_env.domains.task_files import json_lines
 from dreamgym_env.errors import DataFormatError
 from dreamgym_env.records import Transition
 
@@ -19,6 +20,7 @@ __all__ = [
     "Record",
     "check_encoding",
     "iter_json_lines",
+    "json_document",
     "line_of_key",
     "read_text",
 ]
@@ -127,13 +129,24 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, Any | LoadIssue]]:
     """Yield (1-based line number, parsed JSON or issue) for every non-blank line of a JSONL file."""
     check_encoding(path)
     with path.open(encoding=TEXT_ENCODING) as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as e:
-                yield number, LoadIssue(str(path), number, f"not valid JSON ({e.msg} at column {e.colno})")
+        for number, value in json_lines(f):
+            if isinstance(value, json.JSONDecodeError):
+                value = LoadIssue(str(path), number, f"not valid JSON ({value.msg} at column {value.colno})")
+            yield number, value
+
+
+def json_document(path: Path, text: str, kind: type, expected: str) -> Any:
+    """``text`` parsed, or the :class:`LoadIssue` that keeps the whole file out: not JSON, or no ``kind``.
+
+    ``expected`` says what the file should hold ("a JSON list of conversation records").
+    """
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as e:
+        return LoadIssue(str(path), e.lineno, f"not valid JSON ({e.msg})")
+    if not isinstance(document, kind):
+        return LoadIssue(str(path), 1, f"expected {expected}")
+    return document
 
 
 def line_of_key(text: str, key: str) -> int | None:
