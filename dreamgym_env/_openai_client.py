@@ -28,8 +28,6 @@ from dreamgym_env.errors import BackendError, PromptTooLongError, ServerUnreacha
 if TYPE_CHECKING:
     import openai
 
-__all__ = ["api_error", "async_client", "endpoint_errors", "sync_client"]
-
 _CONTEXT_MARKERS = ("maximum context length", "context length", "too long", "max_model_len")
 """What servers write in a 400 whose prompt did not fit (vLLM, OpenAI, SGLang, llama.cpp)."""
 

@@ -12,8 +12,6 @@ from typing import Any
 
 from dreamgym_env.records import Task
 
-__all__ = ["default_observation_message", "default_reset_options", "default_system_prompt"]
-
 
 def default_system_prompt(env: Any) -> str:
     """The system message: the agent's role and the domain's action grammar.

@@ -11,8 +11,6 @@ from collections.abc import Sequence
 
 from dreamgym_env._argtypes import bounded_int, text
 
-__all__ = ["build_parser", "main"]
-
 # Sub-command groups contributed by subpackages: (module, function adding the sub-parsers).
 _COMMAND_GROUPS = (
     ("dreamgym_env.buffer.cli", "add_buffer_commands"),

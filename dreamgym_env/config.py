@@ -47,8 +47,6 @@ from dreamgym_env.errors import ConfigError
 from dreamgym_env.shipped_settings import SHIPPED_MODELS, recommended_env_kwargs
 from dreamgym_env.spaces import DEFAULT_MAX_STATE_CHARS
 
-__all__ = ["BackendConfig", "EnvConfig", "Setting", "merge_overrides", "validated"]
-
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 M = TypeVar("M", bound=BaseModel)
 _SCHEME_OF = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")

@@ -12,7 +12,7 @@ from dreamgym_env._event_loop import run_sync
 from dreamgym_env._secrets import SpecWithoutSecrets
 from dreamgym_env.config import EnvConfig, merge_overrides
 from dreamgym_env.domains import Domain
-from dreamgym_env.episode import EpisodeEnv, EpisodeStart, WorldStep, render_episode
+from dreamgym_env.episode import EpisodeEnv, EpisodeStart, WorldStep
 from dreamgym_env.experience.backends import Backend, make_backend
 from dreamgym_env.experience.memo import StepMemo
 from dreamgym_env.experience.model import ExperienceModel, Prediction
@@ -20,8 +20,6 @@ from dreamgym_env.records import Source, Task, Transition
 from dreamgym_env.retrieval import RetrievalQuery, Retriever
 from dreamgym_env.shipped_settings import SHIPPED_MODELS
 from dreamgym_env.tasks import OutcomeReporter, TaskSampler, as_task_sampler, resolve_task
-
-__all__ = ["DreamGymEnv", "render_episode"]
 
 
 class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):

@@ -43,18 +43,6 @@ from dreamgym_env.errors import (
 from dreamgym_env.records import Source, Step, Task, Transition
 from dreamgym_env.spaces import DEFAULT_MAX_STATE_CHARS, FreeText, escape_non_text, fit_state, text_problem
 
-__all__ = [
-    "DEFAULT_MAX_STATE_CHARS",
-    "INVALID_ACTION",
-    "EpisodeEnv",
-    "EpisodeSnapshot",
-    "EpisodeStart",
-    "PendingStep",
-    "WorldStep",
-    "fit_state",
-    "render_episode",
-]
-
 _DEFAULT_MAX_ACTION_CHARS: int = EnvConfig.model_fields["max_action_chars"].default
 """Longest accepted action unless configured (``max_action_chars``)."""
 _FEEDBACK_CHARS = 1024

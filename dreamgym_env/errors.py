@@ -7,26 +7,6 @@ answered garbage" from "my config is wrong" without parsing messages. All of the
 
 from __future__ import annotations
 
-__all__ = [
-    "BackendError",
-    "ConfigError",
-    "DataFormatError",
-    "DependencyNotInstalled",
-    "DomainError",
-    "DreamGymError",
-    "InvalidActionError",
-    "InvalidResponseError",
-    "PromptTooLongError",
-    "RenderModeError",
-    "ReplayMissError",
-    "ResponseFormatError",
-    "ServerStartError",
-    "ServerUnreachableError",
-    "SnapshotError",
-    "StoreError",
-    "UnsupportedError",
-]
-
 
 class DreamGymError(Exception):
     """Root of every error this package raises on purpose."""

@@ -8,16 +8,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = [
-    "ADMISSIBLE_ACTIONS",
-    "PREV_ADMISSIBLE_ACTIONS",
-    "TASK_METADATA",
-    "Source",
-    "Step",
-    "Task",
-    "Transition",
-]
-
 TASK_METADATA = "task_metadata"
 """Transition metadata key: the task's hidden facts (:attr:`Task.metadata`) the experience model is shown."""
 ADMISSIBLE_ACTIONS = "admissible_actions"

@@ -8,8 +8,6 @@ from gymnasium.envs.registration import register, registry
 
 from dreamgym_env.domains import BUILTIN_DOMAINS
 
-__all__ = ["BUILTIN_IDS", "register_envs", "register_simulated"]
-
 #: Simulated id -> domain name, read from the domain table (:data:`dreamgym_env.domains.BUILTIN_DOMAINS`).
 BUILTIN_IDS: dict[str, str] = {builtin.env_id: name for name, builtin in BUILTIN_DOMAINS.items()}
 

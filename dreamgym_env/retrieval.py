@@ -14,8 +14,6 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from dreamgym_env.records import Transition
 
-__all__ = ["BatchRetriever", "QueryRetriever", "RetrievalQuery", "Retriever", "retrieve_query"]
-
 
 class RetrievalQuery(NamedTuple):
     """One env step's request for demonstrations, as :meth:`Retriever.retrieve` takes it."""

@@ -17,20 +17,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dreamgym_env.config import AnswerFormat, PromptStyle
 
-__all__ = [
-    "SHIPPED_MAX_TOKENS",
-    "SHIPPED_MODELS",
-    "SHIPPED_STATE_MAX_TOKENS",
-    "answer_budget",
-    "answer_format",
-    "file_sha256",
-    "model_folder",
-    "prompt_settings",
-    "prompt_style",
-    "recommended_env_kwargs",
-    "recorded_answer_format",
-]
-
 _ROOT = Path(__file__).resolve().parent / "models"
 
 SHIPPED_MODELS: dict[str, str] = {

@@ -23,16 +23,6 @@ from gymnasium.spaces import Box, Text
 from gymnasium.spaces.utils import flatten, flatten_space, unflatten
 from gymnasium.vector.utils import read_from_shared_memory
 
-__all__ = [
-    "CONTROL_CHARACTERS",
-    "DEFAULT_MAX_STATE_CHARS",
-    "FreeText",
-    "SharedTextBatch",
-    "escape_non_text",
-    "fit_state",
-    "text_problem",
-]
-
 DEFAULT_MAX_STATE_CHARS = 4000
 """Longest state, simulated or real, unless configured (``max_state_chars``). It is kept with the text
 spaces, below the config and the replay buffer's loaders, so that both read this one value."""

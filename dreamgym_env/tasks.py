@@ -15,8 +15,6 @@ from dreamgym_env.errors import DomainError
 from dreamgym_env.records import Task
 from dreamgym_env.spaces import text_problem
 
-__all__ = ["EpisodeOutcome", "OutcomeReporter", "TaskList", "TaskSampler", "as_task_sampler", "resolve_task"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -29,8 +29,6 @@ from dreamgym_env.records import Task, Transition
 from dreamgym_env.retrieval import BatchRetriever, QueryRetriever, RetrievalQuery, Retriever, retrieve_query
 from dreamgym_env.tasks import OutcomeReporter, TaskSampler, as_task_sampler
 
-__all__ = ["DreamGymVectorEnv"]
-
 
 def _stores_in_batches(retriever: Retriever | None) -> bool:
     """Whether ``retriever`` can store a step's transitions in one call (``add_many``)."""

@@ -17,8 +17,6 @@ from dreamgym_env.config import validated
 from dreamgym_env.errors import StoreError
 from dreamgym_env.storage.urls import is_postgres_url
 
-__all__ = ["add_buffer_commands"]
-
 
 def _open(args: argparse.Namespace, *, create: bool = False) -> ReplayBuffer:
     """Open the buffer at ``args.path``; only a command that writes (``create=True``) may make one.

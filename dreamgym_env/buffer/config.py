@@ -10,8 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from dreamgym_env.storage.urls import redact
 
-__all__ = ["BufferConfig", "EmbedderConfig", "IndexConfig", "StorePolicy"]
-
 StorePolicy = Literal["all", "real", "none"]
 """Which transitions offered online through ``add`` are kept: every one, only grounded ones
 (``offline``/``real``, never ``sim``), or none (the buffer stays as it was seeded)."""

@@ -22,8 +22,6 @@ from dreamgym_env.errors import ConfigError
 from dreamgym_env.records import Transition
 from dreamgym_env.shipped_settings import SHIPPED_MODELS, file_sha256, model_folder
 
-__all__ = ["DEMONSTRATIONS", "shipped_demonstrations", "write_demonstrations"]
-
 logger = logging.getLogger(__name__)
 
 DEMONSTRATIONS = "demonstrations.jsonl.gz"

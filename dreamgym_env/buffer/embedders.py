@@ -29,16 +29,6 @@ from dreamgym_env.errors import ConfigError, DependencyNotInstalled
 if TYPE_CHECKING:
     import openai
 
-__all__ = [
-    "Embedder",
-    "HashingEmbedder",
-    "OpenAIEmbedder",
-    "SentenceTransformerEmbedder",
-    "build_embedder",
-    "embed_pairs",
-    "l2_normalize",
-]
-
 
 @runtime_checkable
 class Embedder(Protocol):

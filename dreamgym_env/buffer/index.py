@@ -35,8 +35,6 @@ import numpy as np
 from dreamgym_env.buffer.config import IndexConfig
 from dreamgym_env.errors import DependencyNotInstalled
 
-__all__ = ["ExactIndex", "HNSWIndex", "IVFIndex", "ShardedIndex", "VectorIndex"]
-
 
 def _import_faiss() -> Any:
     """Import faiss, or raise :class:`DependencyNotInstalled` naming the ``buffer`` extra."""

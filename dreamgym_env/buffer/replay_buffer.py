@@ -32,8 +32,6 @@ from dreamgym_env.records import Transition
 from dreamgym_env.retrieval import RetrievalQuery
 from dreamgym_env.storage.urls import is_postgres_url
 
-__all__ = ["AddResult", "ReplayBuffer", "ScoredTransition", "check_export_target", "dedup_key"]
-
 logger = logging.getLogger(__name__)
 
 _SNAPSHOT_TOKEN = "index_snapshot"

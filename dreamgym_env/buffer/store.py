@@ -17,11 +17,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from dreamgym_env.records import Transition
-from dreamgym_env.storage.transitions import SCHEMA_VERSION, StoredRow, row_to_transition
+from dreamgym_env.storage.transitions import StoredRow
 from dreamgym_env.storage.transitions_sqlite import TransitionStore
 from dreamgym_env.storage.urls import is_postgres_url
-
-__all__ = ["SCHEMA_VERSION", "Store", "StoredRow", "TransitionStore", "open_store", "row_to_transition"]
 
 
 class Store(Protocol):

@@ -12,8 +12,6 @@ import math
 
 from dreamgym_env.records import Transition
 
-__all__ = ["transition_problem"]
-
 _INT64_RANGE = (-(2**63), 2**63 - 1)
 """The integers SQLite's ``INTEGER`` holds."""
 

@@ -14,11 +14,12 @@ succeeds and fails (high reward variance) seed new variants written by the exper
 """
 
 from dreamgym_env.curriculum.generator import GenerationResult, TaskGenerator
-from dreamgym_env.curriculum.pool import Outcome, PoolTask, Rejection, TaskPool, task_family
+from dreamgym_env.curriculum.pool import TaskPool, task_family
 from dreamgym_env.curriculum.report import CurriculumReport, build_report, format_report, plot_report
 from dreamgym_env.curriculum.sampler import CurriculumConfig, CurriculumSampler
 from dreamgym_env.curriculum.stats import TaskEmbeddings, TaskStats, compute_task_stats, group_variance
 from dreamgym_env.curriculum.validators import register_validator, validate_task
+from dreamgym_env.storage.task_pool import Outcome, PoolTask, Rejection
 
 __all__ = [
     "CurriculumConfig",

@@ -11,8 +11,6 @@ from typing import Any
 from dreamgym_env._argtypes import path, positive_int, text
 from dreamgym_env.errors import DreamGymError
 
-__all__ = ["add_curriculum_commands"]
-
 
 def _open_pool(path: str, *, must_exist: bool = True) -> Any:
     """The pool at ``path``; one that must exist is only read (``mode=ro``), so the file stays as it was."""

@@ -26,18 +26,6 @@ from dreamgym_env.domains.webshop import WEBSHOP_CATEGORIES
 from dreamgym_env.domains.webshop_tasks import OPTIONS_KEY
 from dreamgym_env.records import Task
 
-__all__ = [
-    "ALFWORLD_FORMAT",
-    "GENERIC_FORMAT",
-    "TEXTWORLD_FORMAT",
-    "WEBARENA_FORMAT",
-    "WEBSHOP_FORMAT",
-    "VariantFormat",
-    "get_format",
-    "register_format",
-    "strict_json_schema",
-]
-
 if TYPE_CHECKING:
     _ALFWorldTaskType = str
     _WebArenaSite = str

@@ -29,14 +29,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from dreamgym_env._event_loop import run_sync
 from dreamgym_env.curriculum.formats import VariantFormat, get_format, strict_json_schema
-from dreamgym_env.curriculum.pool import Rejection
 from dreamgym_env.curriculum.stats import TaskEmbeddings, TaskStats
 from dreamgym_env.curriculum.validators import validate_task
 from dreamgym_env.errors import BackendError, ConfigError, ServerUnreachableError
 from dreamgym_env.experience.backends.base import Backend, CompletionRequest
 from dreamgym_env.records import Task
-
-__all__ = ["GenerationResult", "TaskGenerator", "variant_request"]
+from dreamgym_env.storage.task_pool import Rejection
 
 SCHEMA_NAME = "task_variants"
 

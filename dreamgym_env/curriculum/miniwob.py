@@ -16,8 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from dreamgym_env.curriculum.formats import VariantFormat
 from dreamgym_env.records import Task
 
-__all__ = ["MINIWOB_FORMAT", "MiniWoBVariant", "validate_miniwob"]
-
 _NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from dreamgym_env.records import Task
-from dreamgym_env.storage.task_pool import Origin, Outcome, PoolTask, Rejection, TaskPoolStore
-
-__all__ = ["Origin", "Outcome", "PoolTask", "Rejection", "TaskPool", "task_family"]
+from dreamgym_env.storage.task_pool import Origin, TaskPoolStore
 
 
 def task_family(task: Task) -> str:

@@ -19,8 +19,6 @@ from dreamgym_env.curriculum.pool import TaskPool
 from dreamgym_env.curriculum.stats import compute_task_stats
 from dreamgym_env.errors import DependencyNotInstalled
 
-__all__ = ["CurriculumReport", "FamilyStats", "build_report", "format_report", "plot_report"]
-
 _VARIANCE_BINS: tuple[float, ...] = (0.0, 1e-9, 0.05, 0.1, 0.15, 0.2, 0.25 + 1e-9)
 """Histogram edges of V: exactly 0 (no advantage signal), then steps up to 0.25, the binary maximum."""
 

@@ -23,15 +23,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dreamgym_env._event_loop import run_sync
 from dreamgym_env.curriculum.generator import GenerationResult, TaskGenerator
-from dreamgym_env.curriculum.pool import Outcome, PoolTask, TaskPool
+from dreamgym_env.curriculum.pool import TaskPool
 from dreamgym_env.curriculum.stats import TaskEmbeddings, TaskStats, compute_task_stats, similarity_clusters
 from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.experience.backends.base import Backend
 from dreamgym_env.records import Task
+from dreamgym_env.storage.task_pool import Outcome, PoolTask
 from dreamgym_env.tasks import EpisodeOutcome
-
-__all__ = ["CurriculumConfig", "CurriculumSampler"]
 
 
 class CurriculumConfig(BaseModel):

@@ -19,13 +19,11 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from dreamgym_env.curriculum.pool import Outcome
 from dreamgym_env.records import Task
+from dreamgym_env.storage.task_pool import Outcome
 
 if TYPE_CHECKING:
     from dreamgym_env.buffer.embedders import Embedder
-
-__all__ = ["TaskEmbeddings", "TaskStats", "compute_task_stats", "group_variance", "similarity_clusters"]
 
 
 def group_variance(rewards: Sequence[float]) -> float:

@@ -33,19 +33,6 @@ from dreamgym_env.domains import BUILTIN_DOMAINS, load_entry_point
 from dreamgym_env.domains.webshop import WEBSHOP_CATEGORIES
 from dreamgym_env.records import Task
 
-__all__ = [
-    "WEBSHOP_CATEGORIES",
-    "Validator",
-    "check_instruction",
-    "get_validator",
-    "register_validator",
-    "validate_alfworld",
-    "validate_task",
-    "validate_textworld",
-    "validate_webarena",
-    "validate_webshop",
-]
-
 Validator = Callable[[Task], "str | None"]
 """``task -> None`` when acceptable, else the reason it is not."""
 

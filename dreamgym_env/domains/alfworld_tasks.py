@@ -18,19 +18,6 @@ from dreamgym_env.domains.task_files import read_json, require
 from dreamgym_env.errors import DataFormatError, DomainError
 from dreamgym_env.records import Task
 
-__all__ = [
-    "ALFWORLD_GOAL_TEMPLATES",
-    "ALFWORLD_TASK_TYPES",
-    "ALFWORLD_TOOLS",
-    "alfworld_react_task",
-    "alfworld_tasks_from_templates",
-    "alfworld_trial_task_id",
-    "load_alfworld_react_tasks",
-    "load_alfworld_traj_data",
-    "make_alfworld_task",
-    "parse_alfworld_goal",
-]
-
 PathLike = str | os.PathLike[str]
 
 ALFWORLD_TASK_TYPES: tuple[str, ...] = (

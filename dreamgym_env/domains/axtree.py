@@ -16,8 +16,6 @@ from typing import Any
 from dreamgym_env.domains.webarena import page_header
 from dreamgym_env.errors import DependencyNotInstalled
 
-__all__ = ["axtree_to_state", "page_header"]
-
 _AXTREE_SKIPPED_ROLES: tuple[str, ...] = ("LineBreak", "InlineTextBox")
 """Roles left out of the listing: BrowserGym's own ignored roles plus Chromium's ``InlineTextBox``
 (newer Chromium builds report one under every text node; its text is already its parent's)."""

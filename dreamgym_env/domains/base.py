@@ -12,8 +12,6 @@ import numpy as np
 
 from dreamgym_env.records import Step, Task
 
-__all__ = ["Domain", "InitialState", "StepOutcome", "facts_shown"]
-
 
 def facts_shown(metadata: Mapping[str, Any], fact_keys: Sequence[str]) -> dict[str, Any]:
     """The entries of a task's ``metadata`` under the top keys of ``fact_keys`` (dotted keys name nested values)."""

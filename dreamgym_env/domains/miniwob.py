@@ -23,14 +23,6 @@ from dreamgym_env.domains.webarena import WebArenaDomain
 from dreamgym_env.errors import DataFormatError, DomainError
 from dreamgym_env.records import Task
 
-__all__ = [
-    "MINIWOB_DISPLAY_URL",
-    "MiniWoBDomain",
-    "load_miniwob_tasks",
-    "miniwob_display_urls",
-    "miniwob_task",
-]
-
 MINIWOB_DISPLAY_URL = "http://localhost/miniwob/"
 """The base URL states show MiniWoB pages under, whatever actually serves them (a loopback server on
 some port, a ``file://`` folder), so a recorded page reads the same on every machine."""

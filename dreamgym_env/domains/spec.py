@@ -44,14 +44,6 @@ from dreamgym_env.domains.spec_retrieval import (
 from dreamgym_env.errors import DomainError
 from dreamgym_env.records import Task
 
-__all__ = [
-    "DomainSpec",
-    "SpecDomain",
-    "SpecTask",
-    "load_spec",
-    "register_domain",
-]
-
 PathLike = str | os.PathLike[str]
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")

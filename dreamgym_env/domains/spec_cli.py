@@ -9,8 +9,6 @@ from pathlib import Path
 
 from dreamgym_env.errors import DreamGymError
 
-__all__ = ["add_domain_commands", "starter_spec"]
-
 _STARTER_TEMPLATE = """\
 # A DreamGym domain spec. Edit every field, then run:  dreamgym domain check {path}
 # Use it from Python:  env_id = dreamgym_env.register_domain("{path}"); gymnasium.make(env_id, ...)

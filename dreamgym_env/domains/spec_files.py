@@ -21,8 +21,6 @@ from typing import Any
 
 from dreamgym_env.errors import DependencyNotInstalled, DomainError
 
-__all__ = ["MAX_SPEC_BYTES", "MAX_SPEC_VALUES", "read_spec_file"]
-
 MAX_SPEC_BYTES = 1 << 20
 """Largest spec file read (1 MiB); trajectories live in their own files, so a spec stays far below."""
 

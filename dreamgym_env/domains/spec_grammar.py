@@ -6,8 +6,6 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["ActionGrammar", "compile_template"]
-
 _FREE_SLOT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 

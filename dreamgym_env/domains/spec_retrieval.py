@@ -15,8 +15,6 @@ if TYPE_CHECKING:
     from dreamgym_env.buffer import ReplayBuffer
     from dreamgym_env.domains.spec import DomainSpec
 
-__all__ = ["SpecTrajectoryRetriever", "build_retriever", "existing_trajectories", "load_trajectories"]
-
 
 def existing_trajectories(spec: DomainSpec) -> Path | None:
     """The spec's trajectories path (``None`` when it names none), checked to exist."""

@@ -13,8 +13,6 @@ from typing import Any
 
 from dreamgym_env.errors import DataFormatError
 
-__all__ = ["json_lines", "read_json", "read_jsonl", "require"]
-
 
 def read_json(path: Path) -> Any:
     """Parse a JSON file, turning every failure into a DataFormatError that points at the line."""

@@ -31,16 +31,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = [
-    "QUEST_PREFIX",
-    "Fact",
-    "facts_of",
-    "render_facts_state",
-    "render_goal",
-    "render_world",
-    "step_result",
-]
-
 Fact = tuple[str, tuple[tuple[str, str], ...]]
 """A predicate and its arguments as ``(name, type)`` pairs: ``("in", (("key", "k"), ("chest", "c")))``."""
 

@@ -35,8 +35,6 @@ from dreamgym_env.domains.textworld_state import (
     world_part,
 )
 
-__all__ = ["Knowledge", "goal_outcome", "goal_reached", "parse_goal", "parse_losses"]
-
 _FACT = re.compile(r"(\w+)\((.*)\)")
 _PREDICATES = frozenset({"at", "in", "on", "open", "closed", "locked", "eaten"})
 _NOTHING = "Nothing happens."

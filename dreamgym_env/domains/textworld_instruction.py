@@ -32,8 +32,6 @@ from dreamgym_env.domains.textworld_state import (
     split_things,
 )
 
-__all__ = ["GOAL_KINDS", "Goal", "command_goal", "goal_met", "instruction_goal"]
-
 GOAL_KINDS: frozenset[str] = frozenset(
     {"carried", "in", "on", "dropped", "eaten", "open", "closed", "locked", "unlocked"}
 )

@@ -40,8 +40,6 @@ from dreamgym_env.domains.textworld_state import (
     world_part,
 )
 
-__all__ = ["step_outcomes", "step_pattern"]
-
 RESULT_CHANGED = "Done."
 RESULT_NOTHING = "Nothing happens."
 ENDINGS = (RESULT_CHANGED, "You won.", "You lost.")

@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from dreamgym_env.domains.textworld_instruction import Goal, command_goal
 from dreamgym_env.domains.textworld_state import _OPPOSITE, layout_of, parse_state
 
-__all__ = ["PlanStep", "Reveal", "RoomNeeds", "ThingNeed", "instruction_plan", "reveal_needs"]
-
 # The move sentences of TextWorld's instruction grammar: "venture west", "go to the west", "take a trip
 # west", "make an effort to travel north"...: a verb of motion and a direction that ends the sentence.
 _MOVE = re.compile(

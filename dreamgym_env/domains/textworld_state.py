@@ -31,25 +31,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-__all__ = [
-    "CanonicalState",
-    "admissible_commands",
-    "complete_state",
-    "consistent_reveal",
-    "dream_layout",
-    "exits_of",
-    "layout_of",
-    "names_in",
-    "nearby_facts",
-    "parse_state",
-    "split_things",
-    "state_changes",
-    "step_kind",
-    "thing_of",
-    "without",
-    "world_part",
-]
-
 _STATE_KEYS: tuple[str, ...] = ("Room", "Exits", "Here", "Carrying")
 """The keyed lines of a canonical state, in order."""
 

@@ -12,8 +12,6 @@ from dreamgym_env.domains.task_files import read_json, require
 from dreamgym_env.errors import DataFormatError
 from dreamgym_env.records import Task
 
-__all__ = ["load_webarena_tasks"]
-
 PathLike = str | os.PathLike[str]
 
 _WEBARENA_METADATA_KEYS = (

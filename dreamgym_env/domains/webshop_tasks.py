@@ -20,14 +20,6 @@ from dreamgym_env.domains.task_files import read_json, read_jsonl, require
 from dreamgym_env.errors import DataFormatError
 from dreamgym_env.records import Task
 
-__all__ = [
-    "OPTIONS_KEY",
-    "load_webshop_goals",
-    "parse_price_upper",
-    "session_goal_metadata",
-    "webshop_task_id",
-]
-
 OPTIONS_KEY = "options"
 """Task metadata key of the options a goal requires (WebShop's own goal records call it ``goal_options``)."""
 

@@ -9,8 +9,6 @@ import time
 from dataclasses import replace
 from typing import Any
 
-__all__ = ["add_evaluation_commands"]
-
 
 def _cmd_eval_fidelity(args: argparse.Namespace) -> int:
     from dreamgym_env.config import BackendConfig, EnvConfig

@@ -26,8 +26,6 @@ from dreamgym_env.experience.model import MODEL_ANSWERS
 from dreamgym_env.experience.schema import ExperienceOutput
 from dreamgym_env.records import Transition
 
-__all__ = ["FidelityReport", "TransitionScore", "aggregate", "score_transition", "set_f1", "token_f1"]
-
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 

@@ -20,8 +20,6 @@ from dreamgym_env.errors import DataFormatError
 from dreamgym_env.records import Transition
 from dreamgym_env.training.sft_data import DemonstrationIndex, SFTBuildConfig, TransitionCase, build_cases
 
-__all__ = ["cases_from_games", "find_games"]
-
 _GAME_SUFFIXES = (".z8", ".ulx")
 """Compiled TextWorld game files."""
 

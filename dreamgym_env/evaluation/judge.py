@@ -17,8 +17,6 @@ from typing import Any
 from dreamgym_env.evaluation.runner import EvalRecord
 from dreamgym_env.experience.backends.base import Backend, CompletionRequest
 
-__all__ = ["judge_records"]
-
 _RUBRICS: tuple[str, ...] = ("consistency", "diversity", "informativeness", "hallucination")
 
 _SYSTEM = """\

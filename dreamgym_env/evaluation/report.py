@@ -16,8 +16,6 @@ from dreamgym_env.errors import DependencyNotInstalled
 from dreamgym_env.evaluation.fidelity import FidelityReport
 from dreamgym_env.evaluation.runner import EvalRecord
 
-__all__ = ["load_reports", "markdown_table", "write_run"]
-
 _COLUMNS: tuple[tuple[str, str], ...] = (
     ("transitions", "n"),
     ("parse_failure_rate", "parse fail"),

@@ -32,18 +32,6 @@ from dreamgym_env.training.sft_data import (
     split_transitions,
 )
 
-__all__ = [
-    "BASELINES",
-    "Answer",
-    "EvalRecord",
-    "Predictor",
-    "evaluate",
-    "load_eval_cases",
-    "model_predictor",
-    "nearest_transition",
-    "repeat_state",
-]
-
 
 class Answer(NamedTuple):
     """A predictor's answer to one case: the transition (``None``: no valid answer) and who gave it."""

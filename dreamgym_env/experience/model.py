@@ -23,8 +23,6 @@ from dreamgym_env.experience.schema import ExperienceOutput, output_json_schema
 from dreamgym_env.records import Step, Task, Transition
 from dreamgym_env.spaces import CONTROL_CHARACTERS
 
-__all__ = ["MODEL_ANSWERS", "ExperienceModel", "Prediction", "model_share"]
-
 logger = logging.getLogger(__name__)
 
 

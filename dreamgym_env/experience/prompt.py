@@ -15,8 +15,6 @@ from dreamgym_env.config import PromptStyle
 from dreamgym_env.domains.base import Domain
 from dreamgym_env.records import Step, Task, Transition
 
-__all__ = ["OUTPUT_INSTRUCTIONS", "build_messages"]
-
 OUTPUT_INSTRUCTIONS = """\
 You are the environment. Given the task, the interaction so far, similar real transitions and the agent's
 current state and action, predict what the environment does next. Answer with one JSON object:

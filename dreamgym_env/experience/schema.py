@@ -11,14 +11,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = [
-    "ExperienceOutput",
-    "fixed_answer",
-    "fixed_answer_schema",
-    "pin_fixed_answers",
-    "output_json_schema",
-]
-
 
 class ExperienceOutput(BaseModel):
     """One predicted transition."""

@@ -35,8 +35,6 @@ from dreamgym_env.records import Task
 from dreamgym_env.rollout import Episode
 from dreamgym_env.tasks import TaskSampler
 
-__all__ = ["EPISODE_OVER", "TASK_COLUMN", "DreamGymEnvironments", "DreamGymToolEnv", "environments_for"]
-
 #: The dataset column that carries a row's task (its JSON), read by :meth:`DreamGymToolEnv.reset`.
 TASK_COLUMN = "dreamgym_task"
 

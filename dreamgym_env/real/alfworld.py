@@ -14,8 +14,6 @@ from dreamgym_env.real.mapping import clean_game_text
 from dreamgym_env.real.textworld import TextGameEnv
 from dreamgym_env.records import Task
 
-__all__ = ["ALFWorldRealEnv"]
-
 PathLike = str | os.PathLike[str]
 _TASK_LINE = re.compile(r"Your task is to: (.+)")
 

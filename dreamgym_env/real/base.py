@@ -15,8 +15,6 @@ from typing import Any, ClassVar
 from dreamgym_env.episode import EpisodeEnv, EpisodeStart, WorldStep
 from dreamgym_env.records import Source
 
-__all__ = ["RealTextEnv"]
-
 
 class RealTextEnv(EpisodeEnv):
     """Base class of the real wrappers: one real engine behind the simulated envs' interface.

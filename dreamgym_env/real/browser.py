@@ -31,13 +31,6 @@ from dreamgym_env.real.base import RealTextEnv
 from dreamgym_env.real.recording import EpisodeRecorder
 from dreamgym_env.records import Task
 
-__all__ = [
-    "DEFAULT_CHROMIUM_FLAGS",
-    "BrowserGymEnv",
-    "BrowserOptions",
-    "use_system_chromium",
-]
-
 DEFAULT_CHROMIUM_FLAGS: tuple[str, ...] = (
     "--disable-background-networking",
     "--disable-component-update",

@@ -11,8 +11,6 @@ from typing import Any
 from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.errors import ResponseFormatError
 
-__all__ = ["LLMStateExtractor"]
-
 _EXTRACTION_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"state": {"type": "string"}},

@@ -24,14 +24,6 @@ from dreamgym_env.domains.webshop import (
     render_sub_page,
 )
 
-__all__ = [
-    "WebShopPage",
-    "clean_game_text",
-    "parse_webshop_text",
-    "webshop_page_to_state",
-]
-
-
 # --------------------------------------------------------------------------------------------------
 # Text games (ALFWorld, TextWorld)
 # --------------------------------------------------------------------------------------------------

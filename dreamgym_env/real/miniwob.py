@@ -24,13 +24,6 @@ from dreamgym_env.real.browser import BrowserGymEnv
 from dreamgym_env.real.miniwob_policies import SOLVED_TASKS
 from dreamgym_env.records import Task
 
-__all__ = [
-    "DEFAULT_MINIWOB_TASKS",
-    "MiniWoBRealEnv",
-    "record_miniwob_tasks",
-    "serve_miniwob",
-]
-
 DEFAULT_MINIWOB_TASKS: tuple[str, ...] = SOLVED_TASKS[:7]
 """The tasks an env plays when given none: the first seven of
 :data:`~dreamgym_env.real.miniwob_policies.SOLVED_TASKS` (single-page forms with a clear reward, each

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SOLVED_TASKS", "Node", "find", "interactive_actions", "nodes", "random_action", "solution"]
-
 _LINE = re.compile(r"^(\t*)(?:\[(\w+)\] )?(\w+)(?: '((?:[^'\\]|\\.)*)'| \"((?:[^\"\\]|\\.)*)\")?(.*)$")
 
 

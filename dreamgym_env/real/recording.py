@@ -28,8 +28,6 @@ from typing import Any
 
 from dreamgym_env.records import Task
 
-__all__ = ["EpisodeRecorder", "SUMMARY_FILE"]
-
 SUMMARY_FILE = "summary_info.json"
 """The episode summary AgentLab writes beside the step pickles."""
 

@@ -21,8 +21,6 @@ from dreamgym_env.real.browser import (
 )
 from dreamgym_env.records import Task
 
-__all__ = ["WebArenaRealEnv"]
-
 
 class WebArenaRealEnv(BrowserGymEnv):
     """A real browser task (BrowserGym), observed like ``DreamGym/WebArena-v0``.

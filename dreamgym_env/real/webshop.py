@@ -18,8 +18,6 @@ from dreamgym_env.real.base import RealTextEnv
 from dreamgym_env.real.mapping import parse_webshop_text, webshop_page_to_state
 from dreamgym_env.records import Task
 
-__all__ = ["WebShopRealEnv", "WebShopTextEngine"]
-
 WEBSHOP_INSTALL = (
     "WebShop is not on PyPI and no dreamgym-env extra installs it: git clone "
     "https://github.com/princeton-nlp/WebShop, run its ./setup.sh -d small (it installs WebShop's "

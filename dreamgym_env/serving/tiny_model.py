@@ -45,17 +45,6 @@ from dreamgym_env.training.hf_model import (
     train_bpe_tokenizer,
 )
 
-__all__ = [
-    "BUILDER_VERSION",
-    "DEFAULT_TRAIN_STEPS",
-    "MARKER_FILE",
-    "SmokeModelSpec",
-    "build_tiny_model",
-    "default_smoke_model_dir",
-    "is_complete",
-    "weights_checksum",
-]
-
 #: Bump when the corpus, tokenizer, architecture or training loop changes: cached models are rebuilt.
 BUILDER_VERSION = "2"
 

@@ -35,22 +35,9 @@ from types import TracebackType
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, ServerStartError
 from dreamgym_env.experience.backends.vllm_settings import (
     PREFIX_BLOCK_SIZE,
-    SMALL_MACHINE_CPUS,
     default_engine_env,
     small_machine_cpus,
 )
-
-__all__ = [
-    "PREFIX_BLOCK_SIZE",
-    "SMALL_MACHINE_CPUS",
-    "SMOKE_MODEL_NAME",
-    "SMOKE_SERVER_ARGS",
-    "VLLMServer",
-    "cpu_dtype",
-    "default_engine_env",
-    "find_free_port",
-    "serve_smoke_model",
-]
 
 logger = logging.getLogger(__name__)
 

@@ -26,8 +26,6 @@ from pathlib import Path
 
 from dreamgym_env.errors import StoreError
 
-__all__ = ["TemporaryPostgres", "find_postgres_bindir"]
-
 
 def find_postgres_bindir() -> Path | None:
     """The directory holding ``initdb`` and ``pg_ctl``: ``$DREAMGYM_PG_BINDIR``, ``PATH``, or Debian's layout."""

@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
 
-__all__ = ["PostgresPool", "scrub"]
-
 logger = logging.getLogger(__name__)
 
 

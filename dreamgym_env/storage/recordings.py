@@ -17,8 +17,6 @@ from typing import NamedTuple
 from dreamgym_env.errors import StoreError
 from dreamgym_env.storage.sqlite import Synchronous, open_sqlite
 
-__all__ = ["CallRow", "RecordingFile", "read_calls"]
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS calls (

@@ -28,8 +28,6 @@ from urllib.parse import quote
 
 from dreamgym_env.errors import StoreError
 
-__all__ = ["Synchronous", "database_kind", "open_sqlite", "rollback", "table_names", "write_transaction"]
-
 Synchronous = Literal["NORMAL", "FULL"]
 
 

@@ -30,18 +30,6 @@ from dreamgym_env.storage.postgres import PostgresPool
 from dreamgym_env.storage.sqlite import database_kind, open_sqlite, table_names, write_transaction
 from dreamgym_env.storage.urls import is_postgres_url
 
-__all__ = [
-    "POSTGRESQL",
-    "SQLITE",
-    "Dialect",
-    "Executor",
-    "PostgresTables",
-    "SQLiteTables",
-    "Tables",
-    "open_tables",
-    "where",
-]
-
 _MAX_BOUND_VALUES = 30_000
 """Values per ``IN (?, ...)`` list: under SQLite's default limit of 32,766 bound parameters."""
 

@@ -25,8 +25,6 @@ from dreamgym_env.errors import StoreError
 from dreamgym_env.records import Task
 from dreamgym_env.storage.tables import SQLiteTables, open_tables, where
 
-__all__ = ["Origin", "Outcome", "PoolTask", "Rejection", "TaskPoolStore"]
-
 _POOL_SCHEMA_VERSION = 1
 
 Origin = Literal["seed", "generated", "external"]

@@ -28,16 +28,6 @@ from dreamgym_env.errors import StoreError
 from dreamgym_env.records import Transition
 from dreamgym_env.storage.tables import Executor, PostgresTables, SQLiteTables, where
 
-__all__ = [
-    "COLUMNS",
-    "FIELDS",
-    "SCHEMA_VERSION",
-    "SQLTransitionStore",
-    "StoredRow",
-    "row_to_transition",
-    "row_values",
-]
-
 SCHEMA_VERSION = 1
 
 _SETUP_LOCK = 0x44474255  # PostgreSQL's advisory lock key for schema creation ("DGBU")

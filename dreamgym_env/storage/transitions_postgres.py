@@ -33,8 +33,6 @@ from dreamgym_env.records import Transition
 from dreamgym_env.storage.tables import Executor, PostgresTables
 from dreamgym_env.storage.transitions import COLUMNS, SQLTransitionStore, row_values
 
-__all__ = ["PostgresTransitionStore"]
-
 _ARRAY_TYPES = (
     "bytea[]", "text[]", "text[]", "text[]", "text[]", "int[]", "text[]", "text[]", "text[]",
     "float8[]", "bool[]", "bool[]", "text[]", "text[]", "float8[]", "text[]", "bytea[]",

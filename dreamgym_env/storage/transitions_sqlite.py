@@ -25,8 +25,6 @@ from dreamgym_env.records import Transition
 from dreamgym_env.storage.tables import Executor, SQLiteTables
 from dreamgym_env.storage.transitions import COLUMNS, SQLTransitionStore, row_values
 
-__all__ = ["TransitionStore"]
-
 # Only a known dedup key is skipped; any other refused row (a CHECK or NOT NULL) fails the batch, as
 # on PostgreSQL. (``INSERT OR IGNORE`` would skip those too and report them as duplicates.)
 _INSERT = (

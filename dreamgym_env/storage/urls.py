@@ -12,8 +12,6 @@ import re
 
 from dreamgym_env._secrets import redact_url
 
-__all__ = ["is_postgres_url", "redact"]
-
 _POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")

@@ -24,8 +24,6 @@ from dreamgym_env.experience.backends.base import Backend, CompletionRequest
 from dreamgym_env.records import Transition
 from dreamgym_env.training.sft_data import episodes_of
 
-__all__ = ["AnnotationReport", "annotate_buffer"]
-
 _SYSTEM = """\
 You annotate recorded episodes of an interactive environment to teach a simulator of it. For the marked
 step, explain in a few sentences why the environment produced that next state: what the action does in

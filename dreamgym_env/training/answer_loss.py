@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["answer_token_loss"]
-
 IGNORE_INDEX = -100
 
 

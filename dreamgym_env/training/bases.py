@@ -34,18 +34,6 @@ from typing import Any
 
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, DreamGymError
 
-__all__ = [
-    "BASES",
-    "BUILDER_VERSION",
-    "MARKER_FILE",
-    "BaseBuildError",
-    "BaseModelSpec",
-    "WheelSource",
-    "build_base",
-    "default_base_dir",
-    "is_complete",
-]
-
 logger = logging.getLogger(__name__)
 
 #: Written last into a finished folder: name, sources and digests, licence, parameter count.

@@ -9,8 +9,6 @@ from dataclasses import asdict
 
 from dreamgym_env._argtypes import bounded_int, path, positive_int, text
 
-__all__ = ["add_training_commands"]
-
 
 def _cmd_build_sft(args: argparse.Namespace) -> int:
     from dreamgym_env.buffer.store import open_store

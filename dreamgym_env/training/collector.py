@@ -44,18 +44,6 @@ from dreamgym_env.rollout import (
     is_simulated,
 )
 
-__all__ = [
-    "ActionSample",
-    "AdvantageScale",
-    "ChatPolicy",
-    "ChatPolicyProtocol",
-    "Message",
-    "RolloutBatch",
-    "Trajectory",
-    "collect_groups",
-    "group_advantages",
-]
-
 Message = dict[str, str]
 """One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``."""
 

@@ -15,15 +15,6 @@ from typing import Any
 
 from dreamgym_env.errors import ConfigError
 
-__all__ = [
-    "SPECIAL_TOKENS",
-    "causal_lm",
-    "check_head_size",
-    "render_chat",
-    "save_for_vllm",
-    "train_bpe_tokenizer",
-]
-
 # ChatML, the format of the Qwen family the experience model is usually served with in production.
 _CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

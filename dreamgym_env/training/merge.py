@@ -17,8 +17,6 @@ from pathlib import Path
 
 from dreamgym_env.training.bases import BaseBuildError, build_base
 
-__all__ = ["MERGED_MARKER", "merge_adapter", "merged_dir"]
-
 logger = logging.getLogger(__name__)
 
 _ADAPTER_FILE = "adapter_model.safetensors"

@@ -37,21 +37,6 @@ from dreamgym_env.experience.model import ExperienceModel
 from dreamgym_env.experience.schema import ExperienceOutput
 from dreamgym_env.records import Step, Task, Transition
 
-__all__ = [
-    "PROMPT_SETTINGS",
-    "SFTBuildConfig",
-    "SFTBuildReport",
-    "TransitionCase",
-    "build_cases",
-    "build_sft_dataset",
-    "episodes_of",
-    "load_manifest",
-    "split_by_task",
-    "split_transitions",
-    "target_output",
-    "task_of",
-]
-
 PROMPT_SETTINGS: tuple[str, ...] = (
     "history_window",
     "top_k",

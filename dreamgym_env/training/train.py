@@ -37,8 +37,6 @@ from dreamgym_env.training.hf_model import (
 )
 from dreamgym_env.training.sft_data import load_manifest
 
-__all__ = ["TRAINING_MANIFEST", "ScratchModelSpec", "TrainConfig", "TrainResult", "train_experience_model"]
-
 TRAINING_MANIFEST = "dreamgym_training.json"
 
 

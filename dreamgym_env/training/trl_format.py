@@ -33,8 +33,6 @@ from typing import Any, Literal
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled
 from dreamgym_env.training.collector import RolloutBatch, Trajectory
 
-__all__ = ["TRLFormat", "to_trl_dataset"]
-
 TRLFormat = Literal["decisions", "messages", "prompt_completion"]
 """``"decisions"``: one row per action (prompt = episode so far, completion = the action);
 ``"messages"``: one row per episode, for ``assistant_only_loss=True``; ``"prompt_completion"``: one

@@ -18,14 +18,6 @@ from gymnasium.vector import VectorEnv
 
 from dreamgym_env.errors import ConfigError, DreamGymError
 
-__all__ = [
-    "DiscreteActions",
-    "InvalidIndexPolicy",
-    "action_mask",
-    "check_discrete_config",
-    "index_to_action",
-]
-
 InvalidIndexPolicy = Literal["fail", "wrap"]
 """What an index with no admissible action behind it does: ``"fail"`` plays the env's own
 invalid-action path (the state is unchanged, reward 0, the step counts toward truncation);

@@ -22,8 +22,6 @@ from dreamgym_env.records import Task, Transition
 from dreamgym_env.retrieval import Retriever
 from dreamgym_env.spaces import FreeText
 
-__all__ = ["Phase", "SimToRealEnv", "SimToRealSchedule"]
-
 Phase = Literal["sim", "real"]
 
 

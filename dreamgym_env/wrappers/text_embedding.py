@@ -20,8 +20,6 @@ from gymnasium.vector import VectorEnv
 from dreamgym_env.buffer.embedders import Embedder, HashingEmbedder
 from dreamgym_env.errors import ConfigError
 
-__all__ = ["EmbeddedField", "TextEmbedding", "check_fields", "embedding_space"]
-
 EmbeddedField = Literal["observation", "task", "admissible_actions"]
 """What a block of the vector embeds: the observation text, ``info["task"]`` (the instruction, which
 later observations of many games no longer repeat), or ``info["admissible_actions"]`` joined (what

@@ -29,8 +29,6 @@ from dreamgym_env.wrappers.discrete_actions import (
 )
 from dreamgym_env.wrappers.text_embedding import EmbeddedField, check_fields, embedding_space
 
-__all__ = ["VectorDiscreteActions", "VectorTextEmbedding"]
-
 
 class VectorDiscreteActions(VectorWrapper):
     """:class:`~dreamgym_env.wrappers.DiscreteActions` for a vector env: ``MultiDiscrete([K] * N)``.

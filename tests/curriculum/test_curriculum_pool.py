@@ -3,7 +3,7 @@ import sqlite3
 
 import pytest
 
-from dreamgym_env.curriculum.pool import Rejection, TaskPool, task_family
+from dreamgym_env.curriculum import Rejection, TaskPool, task_family
 from dreamgym_env.domains import get_domain
 from dreamgym_env.errors import StoreError
 from dreamgym_env.records import Task

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from dreamgym_env.curriculum.pool import Outcome
+from dreamgym_env.curriculum import Outcome
 from dreamgym_env.curriculum.stats import (
     TaskEmbeddings,
     compute_task_stats,

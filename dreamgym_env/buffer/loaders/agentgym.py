@@ -23,8 +23,6 @@ from typing import Any
 from dreamgym_env.buffer.loaders.base import LoadIssue, Record, iter_json_lines, json_document, read_text
 from dreamgym_env.records import Task, Transition
 
-__all__ = ["load_agentgym"]
-
 _ACTION = re.compile(r"action\s*:\s*", re.IGNORECASE)
 _THOUGHT = re.compile(r"^\s*thought\s*:\s*", re.IGNORECASE)
 

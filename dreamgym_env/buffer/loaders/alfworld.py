@@ -20,8 +20,6 @@ from dreamgym_env.buffer.loaders.base import LoadIssue, Record, json_document, l
 from dreamgym_env.domains.alfworld_tasks import alfworld_react_task
 from dreamgym_env.records import Transition
 
-__all__ = ["load_alfworld_react"]
-
 _TASK = re.compile(r"^Your task is to:\s*(.+)$")
 
 

@@ -13,18 +13,6 @@ from dreamgym_env.domains.task_files import json_lines
 from dreamgym_env.errors import DataFormatError
 from dreamgym_env.records import Transition
 
-__all__ = [
-    "TEXT_ENCODING",
-    "LoadIssue",
-    "Loader",
-    "Record",
-    "check_encoding",
-    "iter_json_lines",
-    "json_document",
-    "line_of_key",
-    "read_text",
-]
-
 
 @dataclass(frozen=True)
 class Record:

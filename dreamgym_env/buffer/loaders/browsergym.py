@@ -33,8 +33,6 @@ from dreamgym_env.domains.miniwob import miniwob_display_urls, miniwob_task
 from dreamgym_env.records import Task, Transition
 from dreamgym_env.spaces import DEFAULT_MAX_STATE_CHARS, fit_state
 
-__all__ = ["is_experiment_folder", "load_browsergym"]
-
 _STEP = re.compile(r"^step_(\d+)\.pkl(?:\.gz)?$")
 _AGENTLAB_NAME = re.compile(r"_on_(?P<task>[\w.-]+?)_(?P<seed>\d+)$")
 _STAND_IN_MODULES = ("agentlab", "browsergym", "bgym")

@@ -18,8 +18,6 @@ from dreamgym_env.buffer.loaders.base import LoadIssue, Record, iter_json_lines
 from dreamgym_env.buffer.validation import transition_problem
 from dreamgym_env.records import Transition
 
-__all__ = ["load_jsonl"]
-
 
 def _summary(error: ValidationError) -> str:
     first = error.errors()[0]

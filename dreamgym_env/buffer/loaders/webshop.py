@@ -44,8 +44,6 @@ from dreamgym_env.domains.webshop import (
 from dreamgym_env.domains.webshop_tasks import session_goal_metadata, webshop_task_id
 from dreamgym_env.records import Task, Transition
 
-__all__ = ["load_webshop_il", "load_webshop_session"]
-
 _PAGES = {"index", "search_results", "item_page", "item_sub_page", "done"}
 _SEARCH_RESULTS = 50  # WebShop's search returns its top 50 products, 10 a page; the log does not say
 

@@ -9,8 +9,6 @@ from typing import Any, TypeVar
 
 from dreamgym_env.records import Step, Task
 
-__all__ = ["Backend", "Completion", "CompletionRequest", "TransitionQuery"]
-
 T = TypeVar("T")
 
 

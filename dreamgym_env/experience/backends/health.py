@@ -13,8 +13,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-__all__ = ["EndpointHealth"]
-
 
 class EndpointHealth:
     """Health of endpoints ``0..n-1``; thread-safe (a backend may serve several event loops).

@@ -19,8 +19,6 @@ from dreamgym_env.errors import BackendError, ConfigError, DomainError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest
 from dreamgym_env.experience.schema import ExperienceOutput
 
-__all__ = ["RequestLog", "ScriptedBackend", "echo_world"]
-
 Answer = ExperienceOutput | dict[str, Any] | str
 Responder = Callable[[CompletionRequest], Answer]
 

@@ -24,8 +24,6 @@ from dreamgym_env.errors import BackendError, ConfigError, DependencyNotInstalle
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest
 from dreamgym_env.experience.backends.vllm_settings import PREFIX_BLOCK_SIZE, default_engine_env
 
-__all__ = ["VLLMEngineBackend"]
-
 ENGINE_SHUTDOWN_TIMEOUT_S = 30.0
 """How long a closed engine gets to finish on its own before vLLM kills it (vLLM's default is 5 s, which
 an engine on a loaded CPU can outlast)."""

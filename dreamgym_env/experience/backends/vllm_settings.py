@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["PREFIX_BLOCK_SIZE", "SMALL_MACHINE_CPUS", "default_engine_env", "small_machine_cpus"]
-
 # Environment the engine gets unless the caller overrides it: no telemetry and no hub traffic (models
 # are local paths) and a small KV cache (the CPU build otherwise reserves several GiB).
 _DEFAULT_ENV = {
