@@ -17,7 +17,7 @@ from dreamgym_env.config import BackendConfig, EnvConfig
 from dreamgym_env.domains import Domain, InitialState, available_domains, get_domain
 from dreamgym_env.domains.spec import DomainSpec, load_spec, register_domain
 from dreamgym_env.env import DreamGymEnv
-from dreamgym_env.episode import EpisodeSnapshot
+from dreamgym_env.episode import EpisodeEnv, EpisodeSnapshot
 from dreamgym_env.errors import DreamGymError
 from dreamgym_env.experience.backends import Backend, Completion, CompletionRequest, TransitionQuery
 from dreamgym_env.experience.backends.recording import RecordingBackend, record, replay
@@ -26,9 +26,11 @@ from dreamgym_env.experience.schema import ExperienceOutput
 from dreamgym_env.records import Step, Task, Transition
 from dreamgym_env.registration import BUILTIN_IDS, register_envs
 from dreamgym_env.retrieval import BatchRetriever, RetrievalQuery, Retriever
+from dreamgym_env.simulated import SimulatedWorld
 from dreamgym_env.spaces import FreeText
 from dreamgym_env.tasks import TaskList, TaskSampler
 from dreamgym_env.vector import DreamGymVectorEnv
+from dreamgym_env.world import EpisodeStart, EpisodeView, World, WorldStep
 
 __version__ = "0.1.0"
 
@@ -51,7 +53,10 @@ __all__ = [
     "DreamGymError",
     "DreamGymVectorEnv",
     "EnvConfig",
+    "EpisodeEnv",
     "EpisodeSnapshot",
+    "EpisodeStart",
+    "EpisodeView",
     "ExperienceOutput",
     "FreeText",
     "InitialState",
@@ -59,12 +64,15 @@ __all__ = [
     "RetrievalQuery",
     "Retriever",
     "ScriptedBackend",
+    "SimulatedWorld",
     "Step",
     "Task",
     "TaskList",
     "TaskSampler",
     "Transition",
     "TransitionQuery",
+    "World",
+    "WorldStep",
     "available_domains",
     "get_domain",
     "load_spec",

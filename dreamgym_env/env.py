@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-import functools
-import time
 import warnings
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
-from dreamgym_env._event_loop import run_sync
 from dreamgym_env._secrets import SpecWithoutSecrets
 from dreamgym_env.config import EnvConfig, merge_overrides
 from dreamgym_env.domains import Domain
-from dreamgym_env.episode import EpisodeEnv, EpisodeStart, WorldStep
-from dreamgym_env.experience.backends import Backend, make_backend
+from dreamgym_env.episode import EpisodeEnv
+from dreamgym_env.experience.backends import Backend
 from dreamgym_env.experience.memo import StepMemo
-from dreamgym_env.experience.model import ExperienceModel, Prediction
-from dreamgym_env.records import Source, Task, Transition
+from dreamgym_env.experience.model import ExperienceModel
+from dreamgym_env.records import Task, Transition
 from dreamgym_env.retrieval import RetrievalQuery, Retriever
 from dreamgym_env.shipped_settings import SHIPPED_MODELS
-from dreamgym_env.tasks import OutcomeReporter, TaskSampler, as_task_sampler, resolve_task
+from dreamgym_env.simulated import SimulatedWorld, episode_limits, store_in
+from dreamgym_env.tasks import OutcomeReporter, TaskSampler
 
 
 class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
@@ -30,6 +28,11 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
     replay buffer and the current (state, action) to an experience model (an LLM served by vLLM or any
     OpenAI-compatible server), which reasons, then predicts the next abstract state, the admissible
     actions and whether the episode ended in success (DreamGym, Chen et al. 2025).
+
+    It is an :class:`~dreamgym_env.episode.EpisodeEnv` whose world is a
+    :class:`~dreamgym_env.simulated.SimulatedWorld` made from these arguments, with the replay buffer
+    and the task sampler wired as the env's ``on_transition`` and ``on_episode_end``; the real envs
+    are the same env with an engine as the world.
 
     ## Action Space
     ``FreeText(max_action_chars)``: one action string in the domain's grammar, e.g.
@@ -70,8 +73,8 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
     default the domain's seed tasks. ``retriever``: replay buffer for demonstrations. ``backend``: a
     :class:`Backend` or its name. ``config``: :class:`EnvConfig`. Any config field may also be given
     as a keyword (``base_url``, ``model``, ``top_k``, ``temperature``...). ``outcome_reporter``: the
-    :class:`~dreamgym_env.tasks.OutcomeReporter` that tells the sampler how episodes ended (a vector
-    env shares one among its sub-envs, to send a step's outcomes in one write). ``step_memo``: the
+    :class:`~dreamgym_env.tasks.OutcomeReporter` that tells the sampler how episodes ended (one may be
+    shared among envs). ``step_memo``: the
     :class:`~dreamgym_env.experience.memo.StepMemo` of a deterministic domain's known steps, to share
     among envs or seed with real transitions (``add_real``); by default each env keeps its own of
     ``memo_size`` answers, and a vector env shares one among its sub-envs.
@@ -100,8 +103,7 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
     * v0: Initial version.
     """
 
-    source: ClassVar[Source] = "sim"
-    supports_snapshots: ClassVar[bool] = True
+    world: SimulatedWorld
 
     def __init__(
         self,
@@ -120,178 +122,80 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
             overrides["backend"] = backend
             backend = None
         config = merge_overrides(config, overrides)
-        super().__init__(
-            domain,
-            max_steps=config.max_steps,
-            max_state_chars=config.max_state_chars,
-            max_action_chars=config.max_action_chars,
-            render_mode=render_mode,
+        world = SimulatedWorld(
+            domain, config, backend=backend, tasks=tasks, retriever=retriever, step_memo=step_memo
         )
-        self.config = config
-        self._owns_backend = backend is None
-        self.backend = backend if backend is not None else make_backend(self.config.backend)
-        self.step_memo = step_memo if step_memo is not None else make_step_memo(self.domain, self.config)
-        self.experience_model = ExperienceModel(self.domain, self.backend, self.config, self.step_memo)
-        self.retriever = retriever if retriever is not None else default_retriever(self.domain, self.config)
-        self.task_sampler = as_task_sampler(tasks if tasks is not None else self.domain.seed_tasks())
         self.outcome_reporter = (
-            outcome_reporter if outcome_reporter is not None else OutcomeReporter(self.task_sampler)
+            outcome_reporter if outcome_reporter is not None else OutcomeReporter(world.task_sampler)
+        )
+        super().__init__(
+            world.domain,
+            world,
+            render_mode=render_mode,
+            on_transition=store_in(world.retriever, config),
+            on_episode_end=self.outcome_reporter.report,
+            **episode_limits(config),
         )
         if tasks is None:
-            _warn_if_untrained_tasks(self.domain, self.config.backend.model)
+            _warn_if_untrained_tasks(self.domain, config.backend.model)
 
-    # ------------------------------------------------------------------ EpisodeEnv hooks
-    def _begin(self, options: dict[str, Any]) -> EpisodeStart:
-        """A sampled task, or ``options["task"]`` (Task, dict, id or instruction), and its first state."""
-        if "task" in options and options["task"] is not None:
-            task = resolve_task(options["task"], self.domain.name, self.task_sampler)
-        else:
-            task = self.task_sampler.sample(self.np_random)
-        task = self._restored_task(task)
-        initial = self.domain.initial_state(task, self.np_random)
-        return EpisodeStart(task, initial.state, list(initial.admissible_actions))
+    # ------------------------------------------------------------------ the simulated world's parts
+    @property
+    def config(self) -> EnvConfig:
+        """How the model is asked (:class:`EnvConfig`, the ``setting`` included)."""
+        return self.world.config
 
-    def _restored_task(self, task: Task) -> Task:
-        """In the learned setting the episode never holds the real world's hidden facts, even a snapshot's."""
-        return self.domain.learned_view(task) if self.config.setting == "learned" else task
+    @property
+    def backend(self) -> Backend:
+        """The experience model's backend."""
+        return self.world.backend
 
-    async def _aadvance(self, action: str) -> WorldStep:
-        """One model-predicted transition; a backend error propagates with the episode unchanged."""
-        assert self._task is not None
-        started = time.perf_counter()
-        demos = self._retrieve(action)
-        retrieve_s = time.perf_counter() - started
-        prediction = await self.experience_model.apredict(
-            self._task,
-            self._history,
-            demos,
-            self._state,
-            action,
-            self._admissible,
-            seed=int(self.np_random.integers(2**31 - 1)),
-            episode_id=self._episode_id,
-        )
-        extra = _timing_info(prediction, retrieve_s, time.perf_counter() - started, self.config.setting)
-        # A step given up after its answers came back: the backend hears they were not used.
-        forget = functools.partial(self.backend.discard, prediction.completions)
-        output = prediction.output
-        if output is None:  # on_invalid_output == "fail_state": the world stays as it was
-            return WorldStep(
-                self._state,
-                extra={"model_error": prediction.error, **extra},
-                changed=False,
-                on_discard=forget,
-            )
-        success = output.done and output.success
-        return WorldStep(
-            output.next_state,
-            reward=1.0 if success else 0.0,
-            done=output.done,
-            success=success,
-            admissible_actions=list(output.admissible_actions),
-            reasoning=output.reasoning,
-            extra=extra,
-            on_discard=forget,
-        )
+    @property
+    def experience_model(self) -> ExperienceModel:
+        """Builds each request and reads each answer."""
+        return self.world.experience_model
 
-    def _store(self, transition: Transition) -> None:
-        if self.retriever is not None and self.config.store_transitions == "all":
-            self.retriever.add(transition)
+    @property
+    def retriever(self) -> Retriever | None:
+        """The replay buffer demonstrations come from (and transitions go to), if any."""
+        return self.world.retriever
 
-    def _episode_ended(self, reward: float, success: bool) -> None:
-        assert self._task is not None
-        self.outcome_reporter.add(
-            self._task, reward, success, episode_id=self._episode_id, forked_from=self.forked_from
-        )
+    @property
+    def step_memo(self) -> StepMemo | None:
+        """The known steps of a deterministic domain, if kept."""
+        return self.world.step_memo
 
-    def report_outcomes(self) -> None:
-        """Send the queued outcomes to the task sampler (:class:`~dreamgym_env.tasks.OutcomeReporter`)."""
-        self.outcome_reporter.flush()
+    @property
+    def task_sampler(self) -> TaskSampler:
+        """Where each episode's task comes from (a list, the curriculum)."""
+        return self.world.task_sampler
 
     def close(self) -> None:
         """Send any outcome still queued; release the backend's connections if this env created it."""
         self.outcome_reporter.flush()
-        if self._owns_backend:
-            run_sync(self.backend.aclose())
         super().close()
 
     # ------------------------------------------------------------------ retrieval
     def retrieval_query(self, action: str) -> RetrievalQuery | None:
-        """The demonstrations request ``step(action)`` would make now, or ``None`` if it would make none.
-
-        A vector env collects these from all its sub-envs to answer them in one batched search.
-        """
-        if self._task is None or self._ended or not isinstance(action, str) or self.action_error(action):
-            return None
-        return self._query(action)
-
-    def _query(self, action: str) -> RetrievalQuery | None:
-        if self.retriever is None or self.config.top_k == 0:
-            return None
-        filtered = self.config.setting == "learned" or bool(self._ancestors)
-        k = self.config.top_k + (LEARNED_RETRIEVAL_SLACK if filtered else 0)
-        return RetrievalQuery(self._state, action, k, self.domain.name, self._episode_id)
+        """The demonstrations request ``step(action)`` would make now, or ``None`` if it would make none."""
+        return simulated_query(self, action)
 
     def _retrieve(self, action: str) -> list[Transition]:
-        query = self._query(action)
-        if query is None or self.retriever is None:
-            return []
-        found = self.retriever.retrieve(
-            query.state, query.action, query.k, domain=query.domain, exclude_episode=query.exclude_episode
-        )
-        if self._ancestors:  # a fork's first steps are its ancestors' stored ones: not demonstrations
-            found = [t for t in found if t.episode_id not in self._ancestors]
-        if self.config.setting == "learned":  # demonstrations of other tasks only
-            assert self._task is not None
-            found = [t for t in found if t.task_id != self._task.task_id]
-        return found[: self.config.top_k]
+        return self.world.demonstrations(action, self.view())
 
 
-LEARNED_RETRIEVAL_SLACK = 8
-"""Extra demonstrations a step asks for, to fill ``top_k`` after those it may not see are dropped.
+def simulated_query(env: EpisodeEnv, action: Any) -> RetrievalQuery | None:
+    """The demonstrations request ``env.step(action)`` would make now (``env``'s world simulated), else ``None``.
 
-A learned-setting step drops its own task's; a fork drops those of the episodes it was forked from.
-"""
-
-
-def default_retriever(domain: Domain, config: EnvConfig) -> Retriever | None:
-    """Where an env that brings no replay buffer finds demonstrations: a shipped model's own, or none.
-
-    A shipped model (``model="textworld"`` for its domain) was trained with a real transition in every
-    prompt; without a buffer it would be asked prompts it never saw. Its demonstrations
-    (:func:`~dreamgym_env.buffer.demonstrations.shipped_demonstrations`) fill in, unless ``top_k`` is 0.
-    They are imported only then: an env of any other model loads no replay buffer.
+    None for a step that would not reach the world (no episode, an ended one, a rejected action). A
+    vector env collects these from all its sub-envs to answer them in one batched search.
     """
-    model = config.backend.model
-    if not config.top_k or model != domain.name:
+    world = env.world
+    if env.task is None or env.ended or not isinstance(action, str) or env.action_error(action):
         return None
-    from dreamgym_env.buffer.demonstrations import shipped_demonstrations
-
-    return shipped_demonstrations(model)
-
-
-def make_step_memo(domain: Domain, config: EnvConfig) -> StepMemo | None:
-    """A memo of ``config.memo_size`` steps for a deterministic domain; ``None`` for any other, or size 0."""
-    if not (domain.deterministic and config.memo_size):
+    if not isinstance(world, SimulatedWorld):
         return None
-    return StepMemo(config.memo_size, fact_keys=domain.task_fact_keys)
-
-
-def _timing_info(prediction: Prediction, retrieve_s: float, total_s: float, setting: str) -> dict[str, Any]:
-    completion = prediction.completion
-    return {
-        "usage": completion.usage() if completion else {},
-        "attempts": prediction.attempts,
-        "answered_by": prediction.answered_by,
-        "setting": setting,
-        "timing": {
-            "total_s": total_s,
-            "model_s": prediction.model_s,
-            "retrieve_s": retrieve_s,
-            "build_s": prediction.build_s,
-            "parse_s": prediction.parse_s,
-        },
-    }
+    return world.retrieval_query(action, env.view())
 
 
 def _warn_if_untrained_tasks(domain: Domain, model: str | None) -> None:

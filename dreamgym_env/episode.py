@@ -2,14 +2,16 @@
 
 A policy trained on ``DreamGym/<Domain>-v0`` must run unchanged on ``DreamGym/<Domain>-Real-v0``, so
 both are an :class:`EpisodeEnv`: the same spaces, reset and step guards, action check, ``info`` keys,
-truncation, state cut, invalid-action feedback, stored-transition form and rendering. A subclass says
-only where the world comes from, in two hooks: :meth:`EpisodeEnv._begin` (the first state of an
-episode) and :meth:`EpisodeEnv._advance` or :meth:`EpisodeEnv._aadvance` (the world's answer to one
-well-formed action: the experience model's prediction, or the real engine's step).
+truncation, state cut, invalid-action feedback, stored-transition form and rendering. What differs is
+the :class:`~dreamgym_env.world.World` it is given: the experience model
+(:class:`~dreamgym_env.simulated.SimulatedWorld`) or a real engine. The env calls the world for the
+first state of an episode and for the answer to each well-formed action, and nothing else calls back.
 
-A step is split in two so that a vector env can make N of them atomic: :meth:`EpisodeEnv.apropose`
-asks the world and changes nothing in the episode (a failure restores the env's RNG), and
-:meth:`EpisodeEnv.commit` applies the answer. ``step``/``astep`` are the two in a row.
+What a step leaves outside the episode goes to two callbacks the env is given: ``on_transition``
+(the simulator's replay buffer) and ``on_episode_end`` (the curriculum's outcomes). A step is split in
+two so that a vector env can make N of them atomic: :meth:`EpisodeEnv.apropose` asks the world and
+changes nothing in the episode (a failure restores the env's RNG), and :meth:`EpisodeEnv.commit`
+applies the answer. ``step``/``astep`` are the two in a row.
 
 A simulated episode is all in the env (the world is the model's answers to the history), so it can be
 frozen and played on elsewhere: :meth:`EpisodeEnv.snapshot` gives an :class:`EpisodeSnapshot`, and
@@ -22,15 +24,13 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from abc import abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from dreamgym_env._event_loop import run_sync
 from dreamgym_env.config import EnvConfig
 from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.errors import (
@@ -42,6 +42,9 @@ from dreamgym_env.errors import (
 )
 from dreamgym_env.records import Source, Step, Task, Transition
 from dreamgym_env.spaces import DEFAULT_MAX_STATE_CHARS, FreeText, escape_non_text, fit_state, text_problem
+from dreamgym_env.tasks import EpisodeOutcome
+from dreamgym_env.world import EpisodeStart as EpisodeStart  # re-exported: where it was defined before
+from dreamgym_env.world import EpisodeView, World, WorldStep, step_now
 
 _DEFAULT_MAX_ACTION_CHARS: int = EnvConfig.model_fields["max_action_chars"].default
 """Longest accepted action unless configured (``max_action_chars``)."""
@@ -50,54 +53,6 @@ _FEEDBACK_CHARS = 1024
 INVALID_ACTION = "[Invalid action]"
 """How the observation of a step whose action was rejected begins."""
 _ECHO_CHARS = 120  # how much of a rejected action an error message repeats
-
-
-@dataclass
-class EpisodeStart:
-    """The first abstract state of an episode, as :meth:`EpisodeEnv._begin` returns it.
-
-    Attributes:
-        task: The task being played (its instruction is ``info["task"]``).
-        state: The first observation, in the domain's abstract format.
-        admissible_actions: Valid actions now (empty for open domains such as WebArena).
-        extra: Additional ``info`` entries (e.g. ``expert_plan``).
-    """
-
-    task: Task
-    state: str
-    admissible_actions: list[str] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class WorldStep:
-    """The world's answer to one action, as :meth:`EpisodeEnv._advance` returns it.
-
-    Attributes:
-        state: Next abstract state (ignored when ``changed`` is False: the state stays).
-        reward: The step's reward (binary outcome in the simulator; the engine's, passed through).
-        done: The episode ended.
-        success: The episode ended with the goal achieved.
-        admissible_actions: Valid actions in the next state.
-        last_action_error: Why the action failed, when the world says so (BrowserGym does).
-        extra: Additional ``info`` entries.
-        reasoning: The experience model's reasoning ("" for real engines).
-        changed: False when the world did not move (rejected action, unparsable model answer): the
-            state, history and admissible actions stay, and no transition is stored.
-        on_discard: Undoes what asking the world left outside the env (a recording's entries of the
-            model's answers), called once if the step is discarded instead of committed.
-    """
-
-    state: str
-    reward: float = 0.0
-    done: bool = False
-    success: bool = False
-    admissible_actions: list[str] = field(default_factory=list)
-    last_action_error: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    reasoning: str = ""
-    changed: bool = True
-    on_discard: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -224,36 +179,45 @@ def _echo(action: str) -> str:
 
 
 class EpisodeEnv(gym.Env[str, str]):
-    """One text episode: the contract shared by the simulated env and every real wrapper.
+    """One text episode of a domain, its steps answered by a world: the env of every DreamGym id.
 
-    Subclasses set :attr:`source`, implement :meth:`_begin` and one of :meth:`_advance` (a synchronous
-    world, stepped in the caller's thread: real engines, Playwright) or :meth:`_aadvance` (an
-    asynchronous one: the experience model), and may override :meth:`_store` (where a transition
-    goes), :meth:`_episode_ended` (who learns the outcome) and :meth:`report_outcomes` (when they hear it).
+    The env holds the episode and its rules; the :class:`~dreamgym_env.world.World` starts episodes
+    and answers well-formed actions (the experience model, or a real engine). Side effects of a step
+    are the callbacks': ``on_transition`` hears each transition that moved the world before the
+    episode moves (if it raises, the step is undone and the error raised, so the step may be played
+    again), ``on_episode_end`` each ended episode's outcome once, after the state moved.
 
     Args:
         domain: The domain whose formats and action grammar the env speaks (name or :class:`Domain`).
+        world: What answers the steps (:class:`~dreamgym_env.simulated.SimulatedWorld`, an engine).
         max_steps: Truncation limit; default the domain's (:data:`dreamgym_env.domains.BUILTIN_DOMAINS`).
         max_state_chars: Longest state; a longer one is cut at the end (:func:`fit_state`).
         max_action_chars: Longest accepted action.
         render_mode: ``"ansi"`` or ``"human"``.
+        on_transition: Receives each committed :class:`~dreamgym_env.records.Transition` (the replay
+            buffer's ``add``); ``None`` stores nothing.
+        on_episode_end: Receives each ended episode's :class:`~dreamgym_env.tasks.EpisodeOutcome`
+            (the curriculum); an episode left unfinished by a reset is reported then, as truncated.
+
+    Example:
+        >>> env = EpisodeEnv("textworld", TextWorldEngine(game_files))  # as DreamGym/TextWorld-Real-v0
     """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
     observation_space: FreeText
     action_space: FreeText
-    source: ClassVar[Source]
-    supports_snapshots: ClassVar[bool] = False
-    """Whether the whole episode is in the env, so :meth:`snapshot` can freeze it (the simulated env's)."""
 
     def __init__(
         self,
         domain: str | Domain,
+        world: World,
         *,
         max_steps: int | None = None,
         max_state_chars: int = DEFAULT_MAX_STATE_CHARS,
         max_action_chars: int = _DEFAULT_MAX_ACTION_CHARS,
         render_mode: str | None = None,
+        on_transition: Callable[[Transition], None] | None = None,
+        on_episode_end: Callable[[EpisodeOutcome], None] | None = None,
     ) -> None:
         self.domain = get_domain(domain)
         self.max_steps = max_steps if max_steps is not None else self.domain.max_steps
@@ -264,6 +228,9 @@ class EpisodeEnv(gym.Env[str, str]):
                 f"render_mode must be None or one of {self.metadata['render_modes']} (text envs), got "
                 f"{render_mode!r}."
             )
+        self.world = world
+        self.on_transition = on_transition
+        self.on_episode_end = on_episode_end
         self.render_mode = render_mode
         self.max_state_chars = max_state_chars
         self.max_action_chars = max_action_chars
@@ -281,44 +248,21 @@ class EpisodeEnv(gym.Env[str, str]):
         self._ancestors: tuple[str, ...] = ()
         self._group_id: str | None = None
 
-    # ------------------------------------------------------------------ hooks
-    @abstractmethod
-    def _begin(self, options: dict[str, Any]) -> EpisodeStart:
-        """Start an episode; draw every choice (task, game, initial state) from ``self.np_random``."""
+    @property
+    def source(self) -> Source:
+        """``"sim"`` or ``"real"``: the world's (``info["source"]``, the stored transitions')."""
+        return self.world.source
 
-    def _advance(self, action: str) -> WorldStep:
-        """The world's answer to one well-formed action (a synchronous world overrides this)."""
-        return run_sync(self._aadvance(action))
-
-    async def _aadvance(self, action: str) -> WorldStep:
-        """The world's answer to one well-formed action (an asynchronous world overrides this)."""
-        return self._advance(action)
-
-    def _store(self, transition: Transition) -> None:  # noqa: B027 - optional hook
-        """Where a committed transition goes (the simulator's replay buffer); default nowhere."""
-
-    def _episode_ended(self, reward: float, success: bool) -> None:  # noqa: B027 - optional hook
-        """Called once when an episode terminates or truncates (the curriculum's outcome), after the state moved.
-
-        A truncation from outside (a ``TimeLimit`` wrapper) is reported by the next :meth:`reset`.
-        """
-
-    def report_outcomes(self) -> None:  # noqa: B027 - optional hook
-        """Send the outcomes :meth:`_episode_ended` queued (the simulator's curriculum); default nothing.
-
-        :meth:`commit` calls it last, unless a vector env commits all its sub-envs first and reports
-        for all of them at once.
-        """
-
-    def _restored_task(self, task: Task) -> Task:
-        """The task as this env plays a snapshot's episode (the simulator hides facts its setting may not see)."""
-        return task
+    @property
+    def supports_snapshots(self) -> bool:
+        """Whether the whole episode is in the env, so :meth:`snapshot` can freeze it (the simulated world's)."""
+        return self.world.supports_snapshots
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
-        """Start an episode (``options`` are the subclass's: a task, a game file, a session...).
+        """Start an episode (``options`` are the world's: a task, a game file, a session...).
 
         An episode that took steps but never ended here was truncated from outside, by Gymnasium's
         ``TimeLimit`` (``gymnasium.make(..., max_episode_steps=N)`` below ``max_steps``) or an early
@@ -341,7 +285,7 @@ class EpisodeEnv(gym.Env[str, str]):
         if restoring is not None:
             return self._start_from(*restoring, seed=seed)
         super().reset(seed=seed)
-        start = self._begin(options)
+        start = self.world.reset(options, self.np_random)
         self._task = start.task
         self._episode_id = str(uuid.UUID(bytes=self.np_random.bytes(16), version=4))
         self._state = self._obs = fit_state(start.state, self.max_state_chars)
@@ -396,7 +340,7 @@ class EpisodeEnv(gym.Env[str, str]):
             return self.commit(rejected)
         rng_state = self.np_random.bit_generator.state
         try:
-            outcome = self._advance(action)
+            outcome = step_now(self.world, action, self.view())
         except BaseException:
             self.np_random.bit_generator.state = rng_state
             raise
@@ -417,7 +361,7 @@ class EpisodeEnv(gym.Env[str, str]):
             return rejected
         rng_state = self.np_random.bit_generator.state
         try:
-            outcome = await self._aadvance(action)
+            outcome = await self.world.step(action, self.view())
         except BaseException:
             self.np_random.bit_generator.state = rng_state
             raise
@@ -438,30 +382,17 @@ class EpisodeEnv(gym.Env[str, str]):
         self._check_current(pending)
         return pending.transition
 
-    def store_proposed(self, pending: PendingStep) -> None:
-        """Store the transition of ``pending`` before committing it (``commit(..., store=False)`` then).
+    def commit(self, pending: PendingStep) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Apply a proposed step: hand over the transition, count the step, move the state, end the episode if due.
 
-        A vector env stores every sub-env's transition in one batch first, so a failed write (a
-        full disk, an unreachable PostgreSQL) leaves every sub-env as it was.
+        ``on_transition`` hears the transition first, so one that fails (a full disk) leaves the
+        episode (and its RNG) as it was, and the same step may be played again. An ended episode's
+        outcome goes to ``on_episode_end`` last, after the state moved.
         """
         transition = self.proposed_transition(pending)
-        if transition is not None:
-            self._store(transition)
-
-    def commit(
-        self, pending: PendingStep, *, store: bool = True, report: bool = True
-    ) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Apply a proposed step: store the transition, count the step, move the state, end the episode if due.
-
-        The transition is stored first, so a write that fails leaves the episode (and its RNG) as it
-        was, and the same step may be played again. ``store=False`` when :meth:`store_proposed` did it.
-        An ended episode's outcome is reported last (:meth:`report_outcomes`), after the state moved;
-        ``report=False`` leaves that to the caller (a vector env, once for every sub-env).
-        """
-        transition = self.proposed_transition(pending)
-        if store and transition is not None:
+        if self.on_transition is not None and transition is not None:
             try:
-                self._store(transition)
+                self.on_transition(transition)
             except BaseException:
                 self.discard(pending)
                 raise
@@ -481,9 +412,7 @@ class EpisodeEnv(gym.Env[str, str]):
         truncated = not terminated and self._step >= self.max_steps
         if terminated or truncated:
             self._ended = True
-            self._episode_ended(reward, outcome.success)
-        if report:
-            self.report_outcomes()
+            self._report_end(reward, outcome.success)
         info = self._info(
             success=outcome.success,
             reasoning=outcome.reasoning,
@@ -497,6 +426,11 @@ class EpisodeEnv(gym.Env[str, str]):
     def render(self) -> str | None:
         """``ansi``: return the task and current observation; ``human``: print them."""
         return render_episode(self.render_mode, self._task, self._step, self._obs)
+
+    def close(self) -> None:
+        """Release the world (a game process, a browser, the connections a simulated world opened)."""
+        self.world.close()
+        super().close()
 
     # ------------------------------------------------------------------ the episode, read-only
     @property
@@ -518,6 +452,11 @@ class EpisodeEnv(gym.Env[str, str]):
     def episode_id(self) -> str:
         """The current episode's id (``info["episode_id"]``, the stored transitions' ``episode_id``)."""
         return self._episode_id
+
+    @property
+    def ended(self) -> bool:
+        """Whether the episode terminated or truncated (or none began): ``step`` needs a ``reset`` first."""
+        return self._ended
 
     @property
     def forked_from(self) -> str | None:
@@ -549,13 +488,35 @@ class EpisodeEnv(gym.Env[str, str]):
             error = error.replace(action, _echo(action))
         return error
 
+    def view(self) -> EpisodeView:
+        """The episode so far as its world sees it with each action (:class:`~dreamgym_env.world.EpisodeView`)."""
+        if self._task is None:
+            raise DreamGymError("Call reset() first: there is no episode yet.")
+        return EpisodeView(
+            task=self._task,
+            episode_id=self._episode_id,
+            step=self._step,
+            state=self._state,
+            admissible_actions=tuple(self._admissible),
+            history=tuple(self._history),
+            ancestors=self._ancestors,
+            rng=self.np_random,
+        )
+
     # ------------------------------------------------------------------ helpers
     def _end_abandoned_episode(self) -> None:
         """Report an episode left unfinished by a reset or restore as truncated (reward 0, no success)."""
         if not self._ended and self._step > 0:
             self._ended = True  # reported once, even if starting the next episode fails
-            self._episode_ended(0.0, False)
-            self.report_outcomes()
+            self._report_end(0.0, False)
+
+    def _report_end(self, reward: float, success: bool) -> None:
+        """Hand the episode that just ended to ``on_episode_end`` (called once per episode)."""
+        if self.on_episode_end is not None:
+            assert self._task is not None
+            self.on_episode_end(
+                EpisodeOutcome(self._task, float(reward), bool(success), self._episode_id, self.forked_from)
+            )
 
     def _check_snapshots(self) -> None:
         if not self.supports_snapshots:
@@ -619,7 +580,7 @@ class EpisodeEnv(gym.Env[str, str]):
         nonce = self.np_random.bytes(16)
         if fork and seed is None:
             self.np_random = _rng_from_json(snapshot.rng_state)
-        self._task = self._restored_task(snapshot.task)
+        self._task = self.world.restore(snapshot)
         self._episode_id = _fork_id(snapshot.episode_id, self._episode_id, nonce)
         self._state, self._obs = snapshot.state, snapshot.observation
         self._admissible = list(snapshot.admissible_actions)

@@ -80,12 +80,13 @@ class EpisodeOutcome(NamedTuple):
 class OutcomeReporter:
     """Hands ended episodes' outcomes to a task sampler, all those of a step in one write.
 
-    Envs :meth:`add` an outcome when an episode ends, after their state has moved; whoever owns the
-    step (the env, or a vector env for all its sub-envs at once) calls :meth:`flush` once every env has
-    committed. A sampler with ``record_outcomes(outcomes)`` (the curriculum's, one transaction) takes
-    them in one call; any other hears ``record_outcome`` once per outcome. A failed write loses
-    nothing: the outcomes it did not take stay queued, are sent with the next flush, and the step that
-    ended them still returns its results.
+    An env's ``on_episode_end`` hands it each outcome, after the env's state has moved: a single env
+    gives it to :meth:`report` (queued and sent at once); a vector env's sub-envs give theirs to
+    :meth:`queue`, and the vector env calls :meth:`flush` once every sub-env has committed. A sampler
+    with ``record_outcomes(outcomes)`` (the curriculum's, one transaction) takes them in one call; any
+    other hears ``record_outcome`` once per outcome. A failed write loses nothing: the outcomes it did
+    not take stay queued, are sent with the next flush, and the step that ended them still returns its
+    results.
     """
 
     def __init__(self, sampler: TaskSampler) -> None:
@@ -103,6 +104,15 @@ class OutcomeReporter:
     ) -> None:
         """Queue one ended episode's outcome (sent by the next :meth:`flush`)."""
         self.pending.append(EpisodeOutcome(task, float(reward), bool(success), episode_id, forked_from))
+
+    def queue(self, outcome: EpisodeOutcome) -> None:
+        """Queue ``outcome`` for the next :meth:`flush`: a vector env's sub-envs' ``on_episode_end``."""
+        self.pending.append(outcome)
+
+    def report(self, outcome: EpisodeOutcome) -> None:
+        """Queue ``outcome`` and send every queued one now: a single env's ``on_episode_end``."""
+        self.queue(outcome)
+        self.flush()
 
     def flush(self) -> bool:
         """Send every queued outcome; ``False`` (logged, outcomes kept) if the sampler's write failed."""

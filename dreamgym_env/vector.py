@@ -20,14 +20,15 @@ from dreamgym_env._event_loop import gather_all_or_none, run_sync
 from dreamgym_env._secrets import SpecWithoutSecrets
 from dreamgym_env.config import EnvConfig, merge_overrides
 from dreamgym_env.domains import Domain, get_domain
-from dreamgym_env.env import DreamGymEnv, default_retriever, make_step_memo
-from dreamgym_env.episode import EpisodeSnapshot, PendingStep
+from dreamgym_env.env import simulated_query
+from dreamgym_env.episode import EpisodeEnv, EpisodeSnapshot, PendingStep
 from dreamgym_env.errors import ConfigError, DreamGymError, SnapshotError
 from dreamgym_env.experience.backends import Backend, make_backend
 from dreamgym_env.experience.memo import StepMemo
 from dreamgym_env.records import Task, Transition
 from dreamgym_env.retrieval import BatchRetriever, QueryRetriever, RetrievalQuery, Retriever, retrieve_query
-from dreamgym_env.tasks import OutcomeReporter, TaskSampler, as_task_sampler
+from dreamgym_env.simulated import SimulatedWorld, default_retriever, episode_limits, make_step_memo
+from dreamgym_env.tasks import EpisodeOutcome, OutcomeReporter, TaskSampler, as_task_sampler
 
 
 def _stores_in_batches(retriever: Retriever | None) -> bool:
@@ -36,49 +37,46 @@ def _stores_in_batches(retriever: Retriever | None) -> bool:
 
 
 class _StepBatch(QueryRetriever):
-    """The sub-envs' retriever: one batched search and one write transaction per vector step.
+    """The sub-envs' retriever: one batched search per vector step.
 
-    Within a step it answers from the batch and keeps the sub-envs' writes for the end of the step;
-    outside one it passes calls straight through. Per transition, most of a retrieval's cost is fixed (an embedding call, SQLite round trips, a write
-    transaction), so serving N sub-envs with one of each divides it by about N. A retriever with
-    ``add_many`` but no ``retrieve_many`` is searched once per sub-env, and still written once a step.
+    Within a step it answers the sub-envs' queries from one ``retrieve_many``; outside one it passes
+    calls straight through. Per transition, most of a retrieval's cost is fixed (an embedding call,
+    SQLite round trips), so serving N sub-envs with one search divides it by about N. A retriever
+    without ``retrieve_many`` is searched once per sub-env.
     """
 
     def __init__(self, inner: Retriever) -> None:
         self.inner = inner
         self._answers: dict[RetrievalQuery, list[Transition]] = {}
-        self._pending: list[Transition] | None = None
 
     def retrieve_query(self, query: RetrievalQuery) -> list[Transition]:
         answer = self._answers.pop(query, None)
         return answer if answer is not None else retrieve_query(self.inner, query)
 
     def add(self, transition: Transition) -> None:
-        if self._pending is None:
-            self.inner.add(transition)
-        else:
-            self._pending.append(transition)
+        self.inner.add(transition)
 
     @contextlib.contextmanager
     def step(self, queries: list[RetrievalQuery]) -> Iterator[None]:
-        """Answer ``queries`` now; store what the sub-envs add when the step succeeds, nothing if it fails."""
+        """Answer ``queries`` in one search, for the sub-envs' requests of this step."""
         self._answers = {}
         if queries and isinstance(self.inner, BatchRetriever):
             self._answers = dict(zip(queries, self.inner.retrieve_many(queries), strict=True))
-        self._pending = []
         try:
             yield
-        except BaseException:
-            self._pending, self._answers = None, {}
-            raise
-        pending, self._pending, self._answers = self._pending, None, {}
-        if pending:
-            add_many: Callable[..., Any] = self.inner.add_many  # type: ignore[attr-defined]
-            add_many(pending, apply_policy=True)
+        finally:
+            self._answers = {}
 
 
 class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
-    """Steps ``num_envs`` :class:`DreamGymEnv` episodes concurrently against one shared backend.
+    """Steps ``num_envs`` simulated episodes concurrently against one shared backend.
+
+    Each sub-env is an :class:`~dreamgym_env.episode.EpisodeEnv` of a
+    :class:`~dreamgym_env.simulated.SimulatedWorld`, as :class:`~dreamgym_env.env.DreamGymEnv` is,
+    except for its side effects, which the vector env batches: a vector step stores every sub-env's
+    transition in one write before any sub-env moves, and sends the outcomes it ended in one write
+    after all moved. A sub-env stepped on its own (``aplay_episodes(..., lockstep=False)``) stores
+    and reports at once, as a single env does.
 
     Observations are tuples of strings; rewards, terminations and truncations are numpy arrays; infos
     follow Gymnasium's ``info["key"]`` / ``info["_key"]`` convention.
@@ -173,27 +171,34 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         sampler = as_task_sampler(tasks if tasks is not None else domain.seed_tasks())
         self.outcome_reporter = OutcomeReporter(sampler)  # every sub-env's, sent once a step
         self.retriever = retriever
+        self._stores = retriever is not None and cfg.store_transitions == "all"
+        self._committing = False  # within astep, between the batched write and the last sub-env's commit
         self._batch = (
             _StepBatch(retriever) if retriever is not None and _stores_in_batches(retriever) else None
         )
         self.step_memo = step_memo if step_memo is not None else make_step_memo(domain, cfg)
         self.envs = [
-            DreamGymEnv(
+            EpisodeEnv(
                 domain,
-                tasks=sampler,
-                retriever=self._batch or retriever,
-                backend=self.backend,
-                config=cfg,
+                SimulatedWorld(
+                    domain,
+                    cfg,
+                    backend=self.backend,
+                    tasks=sampler,
+                    retriever=self._batch or retriever,
+                    step_memo=self.step_memo,
+                ),
                 render_mode=render_mode,
-                outcome_reporter=self.outcome_reporter,
-                step_memo=self.step_memo,
+                on_transition=self._sub_env_transition,
+                on_episode_end=self._sub_env_episode_end,
+                **episode_limits(cfg),
             )
             for _ in range(num_envs)
         ]
         self.num_envs = num_envs
         self.group_size = group_size
         self.render_mode = render_mode
-        self.metadata = {**DreamGymEnv.metadata, "autoreset_mode": mode}
+        self.metadata = {**EpisodeEnv.metadata, "autoreset_mode": mode}
         self.single_observation_space = self.envs[0].observation_space
         self.single_action_space = self.envs[0].action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
@@ -208,7 +213,7 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
 
         A group's first sub-env resets with the ``options`` given (a sampled or pinned task), and every
         sub-env of the group then begins its own episode at that first state
-        (``options={"group_start": snapshot}``, :meth:`DreamGymEnv.reset`): equal observations and
+        (``options={"group_start": snapshot}``, :meth:`EpisodeEnv.reset`): equal observations and
         tasks within the group, an episode id and RNG (``seed + i``) per sub-env, and
         ``info["group_id"]`` the same for the group. ``options["group_size"]`` sets the size for this
         reset (a divisor of ``num_envs``; default the constructor's).
@@ -245,7 +250,7 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         return tuple(obs), infos
 
     def snapshot(self, index: int) -> EpisodeSnapshot:
-        """Sub-env ``index``'s episode, frozen (:meth:`DreamGymEnv.snapshot`), to :meth:`fork` from."""
+        """Sub-env ``index``'s episode, frozen (:meth:`EpisodeEnv.snapshot`), to :meth:`fork` from."""
         return self.envs[_check_index(index, self.num_envs)].snapshot()
 
     def fork(
@@ -364,20 +369,22 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         todo: dict[int, str] = {i: a for i in stepping if (a := actions[i]) is not None}
         batch: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if self._batch is not None:
-            queries = [self.envs[i].retrieval_query(todo[i]) for i in stepping]
+            queries = [simulated_query(self.envs[i], todo[i]) for i in stepping]
             batch = self._batch.step([q for q in queries if q is not None])
         envs = [self.envs[i] for i in stepping]
-        pending: list[PendingStep] = []
-        try:
-            with batch:  # every sub-env's transition is written in one batch, before any sub-env moves
-                pending = await _propose_all(envs, [todo[i] for i in stepping])
-                for env, p in zip(envs, pending, strict=True):
-                    env.store_proposed(p)
-        except BaseException:  # a failed proposal discarded the others already; a failed write did not
-            for env, p in zip(envs, pending, strict=False):
+        with batch:  # a failed proposal discards the others' (their RNG restored) and raises
+            pending = await _propose_all(envs, [todo[i] for i in stepping])
+        try:  # every sub-env's transition is written in one batch, before any sub-env moves
+            self._store([env.proposed_transition(p) for env, p in zip(envs, pending, strict=True)])
+        except BaseException:
+            for env, p in zip(envs, pending, strict=True):
                 env.discard(p)
             raise
-        results = [env.commit(p, store=False, report=False) for env, p in zip(envs, pending, strict=True)]
+        self._committing = True
+        try:
+            results = [env.commit(p) for env, p in zip(envs, pending, strict=True)]
+        finally:
+            self._committing = False
         self.outcome_reporter.flush()  # after every sub-env moved: one write, and a failed one keeps them queued
 
         obs: list[str] = [""] * self.num_envs
@@ -400,6 +407,28 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         self._obs = obs
         return tuple(obs), rewards, terminations, truncations, infos
 
+    def _sub_env_transition(self, transition: Transition) -> None:
+        """A sub-env's ``on_transition``: stored at once, unless :meth:`astep` already wrote it in its batch.
+
+        A sub-env is stepped on its own by :func:`~dreamgym_env.rollout.aplay_episodes` (``lockstep=False``).
+        """
+        if self._stores and not self._committing:
+            assert self.retriever is not None
+            self.retriever.add(transition)
+
+    def _sub_env_episode_end(self, outcome: EpisodeOutcome) -> None:
+        """A sub-env's ``on_episode_end``: sent at once, except within :meth:`astep`, which sends a step's together."""
+        self.outcome_reporter.queue(outcome)
+        if not self._committing:
+            self.outcome_reporter.flush()
+
+    def _store(self, transitions: Sequence[Transition | None]) -> None:
+        """Write one step's transitions in one transaction (``add_many``), or nothing if the env stores none."""
+        stored = [t for t in transitions if t is not None]
+        if self._stores and stored:
+            add_many: Callable[..., Any] = self.retriever.add_many  # type: ignore[union-attr]
+            add_many(stored, apply_policy=True)
+
     # ``human`` mode prints and gives ``None`` per sub-env, which gymnasium's annotation does not allow.
     def render(self) -> tuple[str | None, ...] | None:  # type: ignore[override]
         """Each sub-env's rendering (``ansi`` mode)."""
@@ -414,7 +443,7 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
             run_sync(self.backend.aclose())
 
 
-async def _propose_all(envs: Sequence[DreamGymEnv], actions: Sequence[str]) -> list[PendingStep]:
+async def _propose_all(envs: Sequence[EpisodeEnv], actions: Sequence[str]) -> list[PendingStep]:
     """Every sub-env's proposed step, or none.
 
     On the first failure, or when the caller is cancelled, the rest are cancelled and awaited, the

@@ -13,6 +13,8 @@ from dreamgym_env import DreamGymEnv, DreamGymVectorEnv, ScriptedBackend
 from dreamgym_env.episode import EpisodeEnv
 from dreamgym_env.errors import DreamGymError
 from dreamgym_env.records import Task
+from dreamgym_env.simulated import SimulatedWorld
+from dreamgym_env.tasks import EpisodeOutcome
 from dreamgym_env.training.collector import collect_groups
 from tests._toy import ToyDomain
 
@@ -123,48 +125,37 @@ def test_collect_groups_closes_the_envs_it_made_when_a_later_one_fails():
 
 
 # ---------------------------------------------------------------- the episode core
-class _Outcomes(DreamGymEnv):
-    """The toy world, counting reported outcomes; a reset fails while ``fail_begin`` is set."""
+class _FailingStart(SimulatedWorld):
+    """The toy world, except that a reset fails while ``fail_begin`` is set."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(ToyDomain(), backend=ScriptedBackend(), **kwargs)
-        self.outcomes: list[tuple[float, bool]] = []
-        self.fail_begin = False
+    fail_begin = False
 
-    def _begin(self, options):
+    def reset(self, options, rng):
         if self.fail_begin:
             raise DreamGymError("the world could not start")
-        return super()._begin(options)
-
-    def _episode_ended(self, reward: float, success: bool) -> None:
-        self.outcomes.append((reward, success))
+        return super().reset(options, rng)
 
 
 def test_an_episode_cut_short_is_reported_once_even_if_the_next_reset_fails():
-    env = _Outcomes()
+    world = _FailingStart(ToyDomain(), backend=ScriptedBackend())
+    outcomes: list[EpisodeOutcome] = []
+    env = EpisodeEnv(ToyDomain(), world, on_episode_end=outcomes.append)
     env.reset(seed=0)
     env.step("go[1]")
-    env.fail_begin = True
+    world.fail_begin = True
     with pytest.raises(DreamGymError, match="could not start"):
         env.reset()
-    env.fail_begin = False
+    world.fail_begin = False
     env.reset()
-    assert env.outcomes == [(0.0, False)]
-
-
-class _RealLike(EpisodeEnv):
-    """An episode env as the real wrappers build it: ``max_steps`` goes straight to :class:`EpisodeEnv`."""
-
-    source = "real"
-
-    def _begin(self, options):  # pragma: no cover - never reached
-        raise AssertionError
+    assert [(o.reward, o.success) for o in outcomes] == [(0.0, False)]
 
 
 def test_max_steps_zero_is_refused_like_any_step_limit_below_one():
+    """``max_steps`` goes straight to :class:`EpisodeEnv`, whatever its world (the real wrappers' way)."""
+    world = SimulatedWorld(ToyDomain(), backend=ScriptedBackend())
     with pytest.raises(DreamGymError, match="max_steps must be at least 1"):
-        _RealLike(ToyDomain(), max_steps=0)
-    assert _RealLike(ToyDomain()).max_steps == ToyDomain.max_steps  # None: the domain's limit
+        EpisodeEnv(ToyDomain(), world, max_steps=0)
+    assert EpisodeEnv(ToyDomain(), world).max_steps == ToyDomain.max_steps  # None: the domain's limit
 
 
 # ---------------------------------------------------------------- the served policy

@@ -1,9 +1,9 @@
 """What every BrowserGym wrapper shares: how Chromium starts, how a page is read, how a step is sent.
 
-:class:`BrowserGymEnv` is the base of the real web envs (WebArena's and MiniWoB's): Chromium's
-launch, the page mapping (BrowserGym's accessibility tree as the abstract page:
-:func:`_browsergym_obs_to_state`), stepping and closing. :class:`BrowserOptions` is the one home of the keywords ``DreamGym/WebArena-Real-v0`` and
-``DreamGym/MiniWoB-Real-v0`` accept for the browser (``gym.make(..., headless=False,
+:class:`BrowserGymEngine` is the world of the real web envs (WebArena's and MiniWoB's are thin
+variants of it): Chromium's launch, the page mapping (BrowserGym's accessibility tree as the abstract
+page: :func:`_browsergym_obs_to_state`), stepping and closing. :class:`BrowserOptions` is the one home
+of the keywords ``DreamGym/WebArena-Real-v0`` and ``DreamGym/MiniWoB-Real-v0`` accept for the browser (``gym.make(..., headless=False,
 executable_path=None)``); the wrappers validate them here and launch BrowserGym's ``BrowserEnv``
 with :meth:`BrowserOptions.browser_env_kwargs`. :func:`use_system_chromium` makes Playwright run a
 system Chromium (BrowserGym's pinned Playwright cannot download its own here).
@@ -25,11 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from dreamgym_env.config import _describe
 from dreamgym_env.domains import Domain
 from dreamgym_env.domains.axtree import axtree_to_state
-from dreamgym_env.episode import WorldStep
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, DreamGymError
-from dreamgym_env.real.base import RealTextEnv
 from dreamgym_env.real.recording import EpisodeRecorder
 from dreamgym_env.records import Task
+from dreamgym_env.world import EngineWorld, WorldStep
 
 DEFAULT_CHROMIUM_FLAGS: tuple[str, ...] = (
     "--disable-background-networking",
@@ -204,16 +203,21 @@ class _PlaywrightUsers:
 _playwright_users = _PlaywrightUsers()
 
 
-class BrowserGymEnv(RealTextEnv):
-    """What every BrowserGym wrapper shares: Chromium's launch, the page mapping, stepping and closing.
+class BrowserGymEngine(EngineWorld):
+    """What every BrowserGym world shares: Chromium's launch, the page mapping, stepping and closing.
 
-    Subclasses take their task keywords and pass the rest here: the browser keywords become
-    :attr:`browser_options` (:class:`~dreamgym_env.real.browser.BrowserOptions`, their one
-    definition), so every wrapper accepts and checks the same ones.
+    Variants (:class:`~dreamgym_env.real.webarena.WebArenaEngine`,
+    :class:`~dreamgym_env.real.miniwob.MiniWoBEngine`) implement :meth:`reset` (which task, then
+    :meth:`_open`); a step sends the action to BrowserGym as is, and an action it cannot execute
+    leaves the page and puts BrowserGym's message in ``info["last_action_error"]``.
 
-    Subclasses implement :meth:`_real_reset` (which task, then :meth:`_open`); a step sends the action
-    to BrowserGym as is, and an action it cannot execute leaves the page and puts BrowserGym's message
-    in ``info["last_action_error"]``.
+    Args:
+        domain: The simulated domain mirrored (its id names the env in errors).
+        browser_options: The browser keywords (:class:`BrowserOptions`, their one definition, so every
+            wrapper accepts and checks the same ones); default its defaults.
+        record_dir: Write each episode there as an AgentLab-style folder
+            (:mod:`~dreamgym_env.real.recording`).
+        record_screenshots: Keep each observation's screenshot in the recording.
     """
 
     skip_generic: ClassVar[bool] = True
@@ -223,20 +227,12 @@ class BrowserGymEnv(RealTextEnv):
         self,
         domain: Domain,
         *,
+        browser_options: BrowserOptions | None = None,
         record_dir: str | os.PathLike[str] | None = None,
         record_screenshots: bool = False,
-        **kwargs: Any,
     ) -> None:
-        """Take the browser keywords (:class:`~dreamgym_env.real.browser.BrowserOptions`) out of ``kwargs``.
-
-        The rest (``max_steps``, ``max_state_chars``, ``render_mode``...) go to
-        :class:`~dreamgym_env.real.base.RealTextEnv`, which refuses unknown ones.
-
-        Raises:
-            ConfigError: A browser keyword of the wrong type.
-        """
-        self.browser_options = BrowserOptions.take(kwargs)
-        super().__init__(domain, **kwargs)
+        self.domain = domain
+        self.browser_options = browser_options if browser_options is not None else BrowserOptions()
         self.record_dir = record_dir
         self.record_screenshots = record_screenshots
         self._recorder: EpisodeRecorder | None = None
@@ -278,7 +274,8 @@ class BrowserGymEnv(RealTextEnv):
                 self.record_dir, task_name, task, obs, screenshots=self.record_screenshots
             )
 
-    def _real_step(self, action: str) -> WorldStep:
+    def advance(self, action: str) -> WorldStep:
+        """One BrowserGym action on the page; the page it leads to is the next state."""
         obs, reward, terminated, truncated, info = self._browser.step(action)
         if self._recorder is not None:
             self._recorder.step(action, obs, float(reward), bool(terminated), bool(truncated), info)
@@ -298,7 +295,8 @@ class BrowserGymEnv(RealTextEnv):
             self._browser.close()
             self._browser = None
 
-    def _real_close(self) -> None:
+    def close(self) -> None:
+        """Close the browser (and BrowserGym's Playwright once no other env uses it)."""
         self._close_browser()
         _playwright_users.release(self)
 

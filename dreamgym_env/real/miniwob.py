@@ -17,12 +17,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dreamgym_env.domains.miniwob import MiniWoBDomain, miniwob_display_urls, miniwob_task
-from dreamgym_env.episode import EpisodeStart
+from dreamgym_env.episode import EpisodeEnv
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
-from dreamgym_env.real.browser import BrowserGymEnv
+from dreamgym_env.real.browser import BrowserGymEngine, BrowserOptions
 from dreamgym_env.real.miniwob_policies import SOLVED_TASKS
 from dreamgym_env.records import Task
+from dreamgym_env.world import EpisodeStart
 
 DEFAULT_MINIWOB_TASKS: tuple[str, ...] = SOLVED_TASKS[:7]
 """The tasks an env plays when given none: the first seven of
@@ -75,7 +78,77 @@ def serve_miniwob(root: str | os.PathLike[str] | None = None) -> str:
     return f"http://127.0.0.1:{server.server_address[1]}/{pages.name}/"
 
 
-class MiniWoBRealEnv(BrowserGymEnv):
+class MiniWoBEngine(BrowserGymEngine):
+    """MiniWoB++ task pages in Chromium: the world of ``DreamGym/MiniWoB-Real-v0`` (see :class:`MiniWoBRealEnv`).
+
+    Args:
+        tasks: Task names or MiniWoB :class:`Task` objects drawn at reset (default
+            :data:`DEFAULT_MINIWOB_TASKS`).
+        task: One task name instead.
+        base_url: Where the pages are (default: a loopback server, :func:`serve_miniwob`).
+        **browser: :class:`~dreamgym_env.real.browser.BrowserGymEngine`'s arguments.
+    """
+
+    skip_generic = False
+
+    def __init__(
+        self,
+        tasks: Sequence[str | Task] | None = None,
+        *,
+        task: str | None = None,
+        base_url: str | None = None,
+        **browser: Any,
+    ) -> None:
+        super().__init__(MiniWoBDomain(), **browser)
+        if task is not None and tasks is not None:
+            raise DreamGymError("Give task='name' or tasks=[...], not both.")
+        self.tasks: list[str | Task] = [task] if task is not None else list(tasks or DEFAULT_MINIWOB_TASKS)
+        if not self.tasks:
+            raise DreamGymError("tasks is empty; give MiniWoB task names such as 'click-button'.")
+        self.base_url = base_url
+
+    def _task_class(self, name: str) -> Any:
+        classes = _miniwob_task_classes()
+        if name not in classes:
+            raise DreamGymError(
+                f"Unknown MiniWoB task {name!r}; known tasks include {', '.join(DEFAULT_MINIWOB_TASKS)} "
+                f"({len(classes)} in all: browsergym.miniwob.ALL_MINIWOB_TASKS)."
+            )
+        return classes[name]
+
+    def _choose(self, options: dict[str, Any], rng: np.random.Generator) -> tuple[str, int]:
+        """The episode's MiniWoB task name and page seed."""
+        chosen = options.get("task")
+        if chosen is None:
+            chosen = self.tasks[int(rng.integers(len(self.tasks)))]
+        seed = options.get("page_seed")
+        if isinstance(chosen, Task):
+            name = chosen.metadata.get("miniwob_task")
+            if not isinstance(name, str):
+                raise DreamGymError(f"Task {chosen.task_id!r} has no metadata['miniwob_task'] to open.")
+            if seed is None:
+                seed = chosen.metadata.get("seed")
+            chosen = name
+        if not isinstance(chosen, str):
+            raise DreamGymError(f"options['task'] must be a MiniWoB task name or Task, got {chosen!r}")
+        if seed is None:
+            seed = int(rng.integers(2**31 - 1))
+        return chosen, int(seed)
+
+    def reset(self, options: dict[str, Any], rng: np.random.Generator) -> EpisodeStart:
+        """Open the chosen task page (``options["task"]``, ``["page_seed"]``, else drawn from ``rng``)."""
+        name, seed = self._choose(options, rng)
+        entrypoint = self._task_class(name)
+        obs = self._open(entrypoint, {"base_url": self.base_url or serve_miniwob()}, seed)
+        task = miniwob_task(name, seed, str(obs.get("goal") or ""))
+        self._record(f"miniwob.{name}", task, obs)
+        return EpisodeStart(task=task, state=self._map(obs), admissible_actions=[])
+
+    def _map(self, obs: dict[str, Any]) -> str:
+        return miniwob_display_urls(super()._map(obs))
+
+
+class MiniWoBRealEnv(EpisodeEnv):
     """A real MiniWoB++ task in Chromium (BrowserGym), observed like ``DreamGym/MiniWoB-v0``.
 
     ## Description
@@ -105,11 +178,14 @@ class MiniWoBRealEnv(BrowserGymEnv):
     Reset options: ``{"task": "click-button" or Task, "page_seed": int}`` (the page seed is otherwise
     drawn from the env's RNG).
 
+    It is ``EpisodeEnv(MiniWoBDomain(), MiniWoBEngine(...))``: the simulated env with the browser as
+    its world. Other keywords are :class:`~dreamgym_env.episode.EpisodeEnv`'s.
+
     The listing keeps BrowserGym's ``generic`` nodes (``skip_generic=False``): MiniWoB's links and
     some of its widgets are plain ``<span>``s, which only a ``generic`` line gives an id.
     """
 
-    skip_generic = False
+    world: MiniWoBEngine
 
     def __init__(
         self,
@@ -117,54 +193,39 @@ class MiniWoBRealEnv(BrowserGymEnv):
         *,
         task: str | None = None,
         base_url: str | None = None,
+        record_dir: str | os.PathLike[str] | None = None,
+        record_screenshots: bool = False,
         **kwargs: Any,
     ) -> None:
-        super().__init__(MiniWoBDomain(), **kwargs)
-        if task is not None and tasks is not None:
-            raise DreamGymError("Give task='name' or tasks=[...], not both.")
-        self.tasks: list[str | Task] = [task] if task is not None else list(tasks or DEFAULT_MINIWOB_TASKS)
-        if not self.tasks:
-            raise DreamGymError("tasks is empty; give MiniWoB task names such as 'click-button'.")
-        self.base_url = base_url
+        engine = MiniWoBEngine(
+            tasks,
+            task=task,
+            base_url=base_url,
+            browser_options=BrowserOptions.take(kwargs),
+            record_dir=record_dir,
+            record_screenshots=record_screenshots,
+        )
+        super().__init__(engine.domain, engine, **kwargs)
 
-    def _task_class(self, name: str) -> Any:
-        classes = _miniwob_task_classes()
-        if name not in classes:
-            raise DreamGymError(
-                f"Unknown MiniWoB task {name!r}; known tasks include {', '.join(DEFAULT_MINIWOB_TASKS)} "
-                f"({len(classes)} in all: browsergym.miniwob.ALL_MINIWOB_TASKS)."
-            )
-        return classes[name]
+    @property
+    def tasks(self) -> list[str | Task]:
+        """The tasks reset draws from."""
+        return self.world.tasks
 
-    def _choose(self, options: dict[str, Any]) -> tuple[str, int]:
-        """The episode's MiniWoB task name and page seed."""
-        chosen = options.get("task")
-        if chosen is None:
-            chosen = self.tasks[int(self.np_random.integers(len(self.tasks)))]
-        seed = options.get("page_seed")
-        if isinstance(chosen, Task):
-            name = chosen.metadata.get("miniwob_task")
-            if not isinstance(name, str):
-                raise DreamGymError(f"Task {chosen.task_id!r} has no metadata['miniwob_task'] to open.")
-            if seed is None:
-                seed = chosen.metadata.get("seed")
-            chosen = name
-        if not isinstance(chosen, str):
-            raise DreamGymError(f"options['task'] must be a MiniWoB task name or Task, got {chosen!r}")
-        if seed is None:
-            seed = int(self.np_random.integers(2**31 - 1))
-        return chosen, int(seed)
+    @property
+    def base_url(self) -> str | None:
+        """Where the pages are (``None``: the loopback server)."""
+        return self.world.base_url
 
-    def _real_reset(self, options: dict[str, Any]) -> EpisodeStart:
-        name, seed = self._choose(options)
-        entrypoint = self._task_class(name)
-        obs = self._open(entrypoint, {"base_url": self.base_url or serve_miniwob()}, seed)
-        task = miniwob_task(name, seed, str(obs.get("goal") or ""))
-        self._record(f"miniwob.{name}", task, obs)
-        return EpisodeStart(task=task, state=self._map(obs), admissible_actions=[])
+    @property
+    def browser_options(self) -> BrowserOptions:
+        """The browser keywords, validated."""
+        return self.world.browser_options
 
-    def _map(self, obs: dict[str, Any]) -> str:
-        return miniwob_display_urls(super()._map(obs))
+    @property
+    def last_browsergym_obs(self) -> dict[str, Any]:
+        """BrowserGym's raw observation of the last reset or step (axtree, DOM, screenshot...)."""
+        return self.world.last_browsergym_obs
 
 
 def record_miniwob_tasks(

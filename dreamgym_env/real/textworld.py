@@ -1,8 +1,9 @@
 """TextWorld (real): games generated locally by TextWorld, behind ``DreamGym/TextWorld-v0``'s interface.
 
 TextWorld needs no download: :func:`make_games` generates games (what ``tw-make`` does) and
-:class:`TextWorldRealEnv` plays them. :class:`TextGameEnv` is the part shared with ALFWorld, whose
-games run on the same engine.
+:class:`TextWorldRealEnv` plays them: an :class:`~dreamgym_env.episode.EpisodeEnv` whose world is a
+:class:`TextWorldEngine`. :class:`TextGameEngine` is the part shared with ALFWorld, whose games run on
+the same engine.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dreamgym_env.domains import Domain
+from dreamgym_env.domains import Domain, get_domain
 from dreamgym_env.domains.textworld import (
     TextWorldDomain,
     render_textworld_start,
@@ -32,14 +33,16 @@ from dreamgym_env.domains.textworld_facts import (
     render_world,
     step_result,
 )
-from dreamgym_env.episode import EpisodeStart, WorldStep
+from dreamgym_env.episode import EpisodeEnv
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, DreamGymError
-from dreamgym_env.real.base import RealTextEnv
 from dreamgym_env.real.mapping import clean_game_text
 from dreamgym_env.records import Task, Transition
+from dreamgym_env.world import EngineWorld, EpisodeStart, WorldStep
 
 __all__ = [
+    "TextGameEngine",
     "TextGameEnv",
+    "TextWorldEngine",
     "TextWorldRealEnv",
     "make_games",
     "play_noisy_expert",
@@ -67,22 +70,23 @@ def clean_feedback(text: str) -> str:
     return clean_game_text(_RESTART.sub("", _STATUS.sub("", text)))
 
 
-class TextGameEnv(RealTextEnv):
-    """A real episode of one game file played with TextWorld's engine.
+class TextGameEngine(EngineWorld):
+    """TextWorld's engine on a set of game files: the world of a real text-game env.
 
-    Reset draws a game from ``game_files`` with ``self.np_random`` (or plays ``options["game_file"]``
-    / ``options["game_index"]``). The reward is DreamGym's binary outcome (1.0 on the winning step, else
-    0.0); the game's own score is in ``info["score"]``, and the engine's walkthrough for the current
-    state in ``info["expert_plan"]``.
+    Reset draws a game from ``game_files`` with the env's RNG (or plays ``options["game_file"]`` /
+    ``options["game_index"]``); the game process is started on first use and again when the game
+    changes. The reward is DreamGym's binary outcome (1.0 on the winning step, else 0.0); the game's
+    own score is in ``info["score"]``, and the engine's walkthrough for the current state in
+    ``info["expert_plan"]``. States are the game's text; :class:`TextWorldEngine` and
+    :class:`~dreamgym_env.real.alfworld.ALFWorldEngine` say how their games are read.
 
     Args:
         game_files: Game files to play.
-        domain: Name of the simulated domain mirrored.
-        **kwargs: :class:`RealTextEnv` arguments.
+        domain: The simulated domain mirrored (name or :class:`Domain`).
     """
 
-    def __init__(self, game_files: Sequence[PathLike], *, domain: str | Domain, **kwargs: Any) -> None:
-        super().__init__(domain, **kwargs)
+    def __init__(self, game_files: Sequence[PathLike], *, domain: str | Domain) -> None:
+        self.domain = get_domain(domain)
         self.game_files = [str(Path(f)) for f in game_files]
         if not self.game_files:
             raise DreamGymError(
@@ -93,9 +97,8 @@ class TextGameEnv(RealTextEnv):
             raise DreamGymError(f"Game files not found: {missing[:5]}{' ...' if len(missing) > 5 else ''}")
         self._engine: Any = None
         self._game = ""
-        self._game_state: Any = None
 
-    # -------------------------------------------------------------- engine-specific parts
+    # -------------------------------------------------------------- how a game is read
     def _request_infos(self, textworld: Any) -> Any:
         return textworld.EnvInfos(
             won=True,
@@ -127,17 +130,29 @@ class TextGameEnv(RealTextEnv):
     def _expert_plan(self, game_state: Mapping[str, Any]) -> list[str]:
         return list(game_state.get("policy_commands") or [])
 
-    # -------------------------------------------------------------- RealTextEnv hooks
-    def _real_reset(self, options: dict[str, Any]) -> EpisodeStart:
+    def _step_state(self, game_state: Mapping[str, Any]) -> str:
+        return clean_feedback(str(game_state.get("feedback")))
+
+    def _step_extra(self, game_state: Mapping[str, Any], score: float, won: bool) -> dict[str, Any]:
+        return {
+            "expert_plan": self._expert_plan(game_state),
+            "score": score,
+            "won": won,
+            "lost": bool(game_state.get("lost") or False),
+        }
+
+    # -------------------------------------------------------------- World
+    def reset(self, options: dict[str, Any], rng: np.random.Generator) -> EpisodeStart:
+        """Start the chosen game (``options["game_file"]``/``["game_index"]``, else drawn from ``rng``)."""
         textworld = _import_textworld()
         if options.get("game_file"):
             game = str(options["game_file"])
         elif options.get("game_index") is not None:
             game = self.game_files[int(options["game_index"])]
         else:
-            game = self.game_files[int(self.np_random.integers(len(self.game_files)))]
+            game = self.game_files[int(rng.integers(len(self.game_files)))]
         if self._engine is None or game != self._game:
-            self._real_close()
+            self.close()
             self._engine = textworld.start(game, self._request_infos(textworld), wrappers=self._wrappers())
             self._game = game
         game_state = self._engine.reset()
@@ -149,10 +164,8 @@ class TextGameEnv(RealTextEnv):
             extra={"expert_plan": self._expert_plan(game_state), "score": 0.0, "game_file": game},
         )
 
-    def _step_state(self, game_state: Mapping[str, Any]) -> str:
-        return clean_feedback(str(game_state.get("feedback")))
-
-    def _real_step(self, action: str) -> WorldStep:
+    def advance(self, action: str) -> WorldStep:
+        """One command sent to the game."""
         game_state, score, done = self._engine.step(action)
         won = bool(game_state["won"])
         return WorldStep(
@@ -161,15 +174,11 @@ class TextGameEnv(RealTextEnv):
             done=bool(done),
             success=won,
             admissible_actions=list(game_state["admissible_commands"] or []),
-            extra={
-                "expert_plan": self._expert_plan(game_state),
-                "score": float(score or 0.0),
-                "won": won,
-                "lost": bool(game_state.get("lost") or False),
-            },
+            extra=self._step_extra(game_state, float(score or 0.0), won),
         )
 
-    def _real_close(self) -> None:
+    def close(self) -> None:
+        """Stop the game process."""
         if self._engine is not None:
             self._engine.close()
             self._engine = None
@@ -180,49 +189,44 @@ class TextGameEnv(RealTextEnv):
         return state
 
 
+class TextGameEnv(EpisodeEnv):
+    """A real episode of one game file played with TextWorld's engine: ``EpisodeEnv(domain, TextGameEngine(...))``.
+
+    Args:
+        game_files: Game files to play.
+        domain: Name of the simulated domain mirrored.
+        **kwargs: :class:`~dreamgym_env.episode.EpisodeEnv` arguments (``max_steps``, ``render_mode``...).
+    """
+
+    world: TextGameEngine
+
+    def __init__(self, game_files: Sequence[PathLike], *, domain: str | Domain, **kwargs: Any) -> None:
+        engine = TextGameEngine(game_files, domain=domain)
+        super().__init__(engine.domain, engine, **kwargs)
+
+    @property
+    def game_files(self) -> list[str]:
+        """The games reset draws from."""
+        return self.world.game_files
+
+
 StateFormat = Literal["facts", "text"]
 STATE_FORMATS: tuple[str, ...] = ("facts", "text")
 
 
-class TextWorldRealEnv(TextGameEnv):
-    """Real TextWorld games, observed in the abstract format of ``DreamGym/TextWorld-v0``.
+class TextWorldEngine(TextGameEngine):
+    """TextWorld games as the world of ``DreamGym/TextWorld-Real-v0``, read in the simulated env's format.
 
-    ## Description
-    Plays TextWorld game files (``.z8``/``.ulx`` from ``tw-make`` or :func:`make_games`). By default
-    (``state_format="facts"``) an observation is the canonical state rendered from the engine's own
-    world facts (:mod:`dreamgym_env.domains.textworld_facts`): the step's result, the room, its exits
-    with door states, the things there with what they hold, the inventory; the first one ends with
-    ``Your task is to: <quest>``. ``state_format="text"`` gives the game's prose instead (feedback
-    without the ASCII banner and status line, then the room as ``look`` prints it and the inventory), for
-    a model trained on it; the shipped experience model predicts the facts format.
+    ``state_format="facts"`` (default) renders each state from the engine's world facts
+    (:mod:`dreamgym_env.domains.textworld_facts`), and the task carries the game's layout and goal for
+    a privileged experience model; ``"text"`` gives the game's prose (see :class:`TextWorldRealEnv`).
 
-    ## Action Space / Observation Space
-    ``FreeText``: TextWorld commands (``go east``, ``take key from chest``...), as in the simulated env.
-
-    ## Rewards
-    1.0 on the step that wins the game, else 0.0 (``info["score"]`` keeps the game's own score).
-
-    ## Episode End
-    Terminated when the game is won or lost; truncated after 50 steps.
-
-    ## Information
-    The simulated env's keys (``simulated`` False, ``source`` "real"), plus ``expert_plan`` (the
-    walkthrough from the current state), ``score``, ``won``, ``lost`` and ``game_file``. The task's
-    metadata carries, for the experience model only, the game's starting layout (``world``) and the
-    quest's winning conditions (``goal``), read from the game's ``.json`` file when it is beside the game.
-
-    ## Arguments
-    ``game_files``: the games (required; :func:`make_games` builds some); reset draws one with the
-    env's RNG, or plays ``options["game_file"]`` or ``options["game_index"]``. ``state_format``:
-    ``"facts"`` (default) or ``"text"``.
+    Raises:
+        ConfigError: No games, or an unknown ``state_format``.
     """
 
     def __init__(
-        self,
-        game_files: Sequence[PathLike] | None = None,
-        *,
-        state_format: StateFormat = "facts",
-        **kwargs: Any,
+        self, game_files: Sequence[PathLike] | None = None, *, state_format: StateFormat = "facts"
     ) -> None:
         if game_files is None:
             raise ConfigError(
@@ -237,7 +241,7 @@ class TextWorldRealEnv(TextGameEnv):
             raise ConfigError(f"state_format must be one of {list(STATE_FORMATS)}, got {state_format!r}.")
         self.state_format: StateFormat = state_format
         self._facts: list[Fact] = []
-        super().__init__(game_files, domain=TextWorldDomain(), **kwargs)
+        super().__init__(game_files, domain=TextWorldDomain())
 
     def _request_infos(self, textworld: Any) -> Any:
         infos = super()._request_infos(textworld)
@@ -277,6 +281,65 @@ class TextWorldRealEnv(TextGameEnv):
             clean_game_text(str(game_state.get("description") or "")),
             clean_game_text(str(game_state.get("inventory") or "")),
         )
+
+
+class TextWorldRealEnv(EpisodeEnv):
+    """Real TextWorld games, observed in the abstract format of ``DreamGym/TextWorld-v0``.
+
+    ## Description
+    Plays TextWorld game files (``.z8``/``.ulx`` from ``tw-make`` or :func:`make_games`). By default
+    (``state_format="facts"``) an observation is the canonical state rendered from the engine's own
+    world facts (:mod:`dreamgym_env.domains.textworld_facts`): the step's result, the room, its exits
+    with door states, the things there with what they hold, the inventory; the first one ends with
+    ``Your task is to: <quest>``. ``state_format="text"`` gives the game's prose instead (feedback
+    without the ASCII banner and status line, then the room as ``look`` prints it and the inventory), for
+    a model trained on it; the shipped experience model predicts the facts format.
+
+    It is ``EpisodeEnv(TextWorldDomain(), TextWorldEngine(game_files, state_format=...))``: the
+    simulated env with the game engine as its world.
+
+    ## Action Space / Observation Space
+    ``FreeText``: TextWorld commands (``go east``, ``take key from chest``...), as in the simulated env.
+
+    ## Rewards
+    1.0 on the step that wins the game, else 0.0 (``info["score"]`` keeps the game's own score).
+
+    ## Episode End
+    Terminated when the game is won or lost; truncated after 50 steps.
+
+    ## Information
+    The simulated env's keys (``simulated`` False, ``source`` "real"), plus ``expert_plan`` (the
+    walkthrough from the current state), ``score``, ``won``, ``lost`` and ``game_file``. The task's
+    metadata carries, for the experience model only, the game's starting layout (``world``) and the
+    quest's winning conditions (``goal``), read from the game's ``.json`` file when it is beside the game.
+
+    ## Arguments
+    ``game_files``: the games (required; :func:`make_games` builds some); reset draws one with the
+    env's RNG, or plays ``options["game_file"]`` or ``options["game_index"]``. ``state_format``:
+    ``"facts"`` (default) or ``"text"``. Other keywords are :class:`~dreamgym_env.episode.EpisodeEnv`'s.
+    """
+
+    world: TextWorldEngine
+
+    def __init__(
+        self,
+        game_files: Sequence[PathLike] | None = None,
+        *,
+        state_format: StateFormat = "facts",
+        **kwargs: Any,
+    ) -> None:
+        engine = TextWorldEngine(game_files, state_format=state_format)
+        super().__init__(engine.domain, engine, **kwargs)
+
+    @property
+    def game_files(self) -> list[str]:
+        """The games reset draws from."""
+        return self.world.game_files
+
+    @property
+    def state_format(self) -> StateFormat:
+        """``"facts"`` or ``"text"``."""
+        return self.world.state_format
 
 
 @functools.lru_cache(maxsize=256)

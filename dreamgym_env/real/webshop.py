@@ -11,12 +11,14 @@ from __future__ import annotations
 import re
 from typing import Any, Protocol
 
+import numpy as np
+
 from dreamgym_env.domains.webshop_tasks import webshop_task_id
-from dreamgym_env.episode import EpisodeStart, WorldStep
+from dreamgym_env.episode import EpisodeEnv
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
-from dreamgym_env.real.base import RealTextEnv
 from dreamgym_env.real.mapping import parse_webshop_text, webshop_page_to_state
 from dreamgym_env.records import Task
+from dreamgym_env.world import EngineWorld, EpisodeStart, WorldStep
 
 WEBSHOP_INSTALL = (
     "WebShop is not on PyPI and no dreamgym-env extra installs it: git clone "
@@ -46,36 +48,17 @@ class WebShopTextEngine(Protocol):
         ...
 
 
-class WebShopRealEnv(RealTextEnv):
-    """WebShop's real store, observed in the abstract format of ``DreamGym/WebShop-v0``.
+class WebShopEngine(EngineWorld):
+    """A WebShop text env, its pages mapped to the abstract WebShop format: ``DreamGym/WebShop-Real-v0``'s world.
 
-    ## Description
-    Each episode is one WebShop session (one shopping goal). Observations are the same page listings
-    the simulator produces (``WebShop | results for "..." | page 1 (50 results)``, ``[ASIN] title |
-    price``, option groups, ``[Buy Now]``); what WebShop's text observation leaves out (the query, the
-    product id of an item page, the options selected) is tracked from the actions.
+    What WebShop's text observation leaves out (the query, the product id of an item page, the
+    options selected, the sub-page) is tracked from the actions. See :class:`WebShopRealEnv`.
 
-    ## Action Space / Observation Space
-    ``FreeText``, as in the simulated env: ``search[<query>]`` and ``click[<element>]``.
-
-    ## Rewards
-    WebShop's own reward, passed through: a score in [0, 1] on ``click[Buy Now]`` (1.0 is an exact
-    match), 0 otherwise. ``info["success"]`` is True when that score is 1.0.
-
-    ## Episode End
-    Terminated when WebShop reports done (after buying); truncated after 15 steps.
-
-    ## Arguments
-    ``engine``: a WebShop text env (or any :class:`WebShopTextEngine`); default: built on first reset
-    as ``WebAgentTextEnv(observation_mode="text", **engine_kwargs)`` from the ``web_agent_site``
-    package of the user's WebShop checkout (on ``PYTHONPATH``, with its data set up).
-    ``sessions``: session indices (goal indices) or names drawn from at reset; default
-    0..num_sessions-1.
-
-    Reset options: ``{"session": index}`` plays that goal; a session name (``"20220427_1_12"``, as a
-    human session log is named) is passed to WebShop as it is. The task id is
-    :func:`~dreamgym_env.domains.webshop_tasks.webshop_task_id` of the session, the id the session log's
-    task and imported transitions get.
+    Args:
+        engine: A WebShop text env (or any :class:`WebShopTextEngine`); default built on first use.
+        sessions: Session indices or names drawn from at reset; default ``range(num_sessions)``.
+        num_sessions: How many sessions the default draws from.
+        engine_kwargs: ``WebAgentTextEnv`` arguments for the default engine.
     """
 
     def __init__(
@@ -85,12 +68,10 @@ class WebShopRealEnv(RealTextEnv):
         sessions: list[int | str] | None = None,
         num_sessions: int = 500,
         engine_kwargs: dict[str, Any] | None = None,
-        **kwargs: Any,
     ) -> None:
-        super().__init__("webshop", **kwargs)
         self._engine = engine
         self._engine_kwargs = dict(engine_kwargs or {})
-        self.sessions = list(sessions) if sessions is not None else list(range(num_sessions))
+        self.sessions: list[int | str] = list(sessions) if sessions is not None else list(range(num_sessions))
         if not self.sessions:
             raise DreamGymError("sessions is empty; give at least one WebShop session index.")
         self._instruction = ""
@@ -116,10 +97,11 @@ class WebShopRealEnv(RealTextEnv):
             self._engine = WebAgentTextEnv(observation_mode="text", **self._engine_kwargs)
         return self._engine
 
-    def _real_reset(self, options: dict[str, Any]) -> EpisodeStart:
+    def reset(self, options: dict[str, Any], rng: np.random.Generator) -> EpisodeStart:
+        """Start a session (``options["session"]``, else drawn from ``rng``)."""
         session = options.get("session")
         if session is None:
-            session = self.sessions[int(self.np_random.integers(len(self.sessions)))]
+            session = self.sessions[int(rng.integers(len(self.sessions)))]
         observation, _ = self.engine.reset(session=session)
         self._query, self._asin, self._sub_page = "", "", ""
         self._selected, self._options = {}, {}
@@ -135,7 +117,8 @@ class WebShopRealEnv(RealTextEnv):
         state, admissible = self._map(observation, None)
         return EpisodeStart(task=task, state=state, admissible_actions=admissible)
 
-    def _real_step(self, action: str) -> WorldStep:
+    def advance(self, action: str) -> WorldStep:
+        """One ``search[...]`` or ``click[...]`` sent to the store."""
         observation, reward, done, _ = self.engine.step(action)
         self._track(action)
         state, admissible = self._map(observation, float(reward) if done else None)
@@ -195,6 +178,68 @@ class WebShopRealEnv(RealTextEnv):
             else [f"click[{_display(c, state)}]" for c in clickables if c.lower() != "search"]
         )
         return state, admissible
+
+
+class WebShopRealEnv(EpisodeEnv):
+    """WebShop's real store, observed in the abstract format of ``DreamGym/WebShop-v0``.
+
+    ## Description
+    Each episode is one WebShop session (one shopping goal). Observations are the same page listings
+    the simulator produces (``WebShop | results for "..." | page 1 (50 results)``, ``[ASIN] title |
+    price``, option groups, ``[Buy Now]``); what WebShop's text observation leaves out (the query, the
+    product id of an item page, the options selected) is tracked from the actions.
+
+    ## Action Space / Observation Space
+    ``FreeText``, as in the simulated env: ``search[<query>]`` and ``click[<element>]``.
+
+    ## Rewards
+    WebShop's own reward, passed through: a score in [0, 1] on ``click[Buy Now]`` (1.0 is an exact
+    match), 0 otherwise. ``info["success"]`` is True when that score is 1.0.
+
+    ## Episode End
+    Terminated when WebShop reports done (after buying); truncated after 15 steps.
+
+    ## Arguments
+    ``engine``: a WebShop text env (or any :class:`WebShopTextEngine`); default: built on first reset
+    as ``WebAgentTextEnv(observation_mode="text", **engine_kwargs)`` from the ``web_agent_site``
+    package of the user's WebShop checkout (on ``PYTHONPATH``, with its data set up).
+    ``sessions``: session indices (goal indices) or names drawn from at reset; default
+    0..num_sessions-1.
+
+    Reset options: ``{"session": index}`` plays that goal; a session name (``"20220427_1_12"``, as a
+    human session log is named) is passed to WebShop as it is. The task id is
+    :func:`~dreamgym_env.domains.webshop_tasks.webshop_task_id` of the session, the id the session log's
+    task and imported transitions get.
+
+    It is ``EpisodeEnv("webshop", WebShopEngine(...))``: the simulated env with the store as its
+    world. Other keywords are :class:`~dreamgym_env.episode.EpisodeEnv`'s.
+    """
+
+    world: WebShopEngine
+
+    def __init__(
+        self,
+        engine: WebShopTextEngine | None = None,
+        *,
+        sessions: list[int | str] | None = None,
+        num_sessions: int = 500,
+        engine_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        world = WebShopEngine(
+            engine, sessions=sessions, num_sessions=num_sessions, engine_kwargs=engine_kwargs
+        )
+        super().__init__("webshop", world, **kwargs)
+
+    @property
+    def engine(self) -> WebShopTextEngine:
+        """The WebShop text env, created on first use."""
+        return self.world.engine
+
+    @property
+    def sessions(self) -> list[int | str]:
+        """The sessions reset draws from."""
+        return self.world.sessions
 
 
 def _display(clickable: str, state: str) -> str:

@@ -596,7 +596,7 @@ def test_real_textworld_tasks_use_the_domains_task_id_and_make_valid_variants(tm
 
 def test_an_alfworld_trial_has_one_task_id_for_its_traj_data_and_its_real_game(tmp_path):
     from dreamgym_env.domains.alfworld_tasks import alfworld_trial_task_id
-    from dreamgym_env.real.alfworld import ALFWorldRealEnv
+    from dreamgym_env.real.alfworld import ALFWorldEngine
 
     trial = tmp_path / "pick_and_place_simple-Mug-None-Desk-308" / "trial_T20190908_100000_000001"
     trial.mkdir(parents=True)
@@ -608,7 +608,7 @@ def test_an_alfworld_trial_has_one_task_id_for_its_traj_data_and_its_real_game(t
     (trial / "traj_data.json").write_text(json.dumps(data))
     (task,) = load_alfworld_traj_data(trial / "traj_data.json")
     state = "You are in the middle of a room.\nYour task is to: put a mug in desk."
-    real = ALFWorldRealEnv._make_task(None, str(trial / "game.tw-pddl"), {}, state)  # type: ignore[arg-type]
+    real = ALFWorldEngine._make_task(None, str(trial / "game.tw-pddl"), {}, state)  # type: ignore[arg-type]
     assert task.task_id == real.task_id == alfworld_trial_task_id(trial.name)
 
 
