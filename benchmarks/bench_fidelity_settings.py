@@ -450,6 +450,53 @@ def spread(runs: list[dict[str, dict[str, float | None]]]) -> dict[str, dict[str
     return out
 
 
+_SPREAD_ROWS = (
+    ("transitions.model.exact_match", "state exact match (real transitions)"),
+    ("transitions.model.determined_change_exact", "determined changes exact"),
+    ("transitions.model.revealing_consistent", "revealing steps consistent"),
+    ("transitions.model.success_recall", "win recall"),
+    ("transitions.model.success_precision", "win precision"),
+    ("takes.model.loss_recall", "loss recall (takes of random play)"),
+    ("takes.model.loss_precision", "loss precision (takes of random play)"),
+    ("walkthrough_paid", "walkthrough paid"),
+    ("random_model_share", "random-policy steps the model decided"),
+)
+
+
+def spread_markdown(result: dict[str, Any]) -> str:
+    """The runs' figures as median [min-max] per setting, and per family random success and contradictions."""
+    spread_of = result["spread"]
+
+    def cell(setting: str, name: str, digits: int = 3) -> str:
+        figure = spread_of[setting].get(name)
+        if figure is None:
+            return "-"
+        if figure["min"] == figure["max"]:
+            return _cell(figure["median"], digits)
+        low, high = _cell(figure["min"], digits), _cell(figure["max"], digits)
+        return f"{_cell(figure['median'], digits)} [{low}-{high}]"
+
+    n = len(result["runs"])
+    lines = [
+        f"| figure ({n} runs: median [range]) | privileged | learned |",
+        "|---|---|---|",
+        *[f"| {label} | {cell('privileged', key)} | {cell('learned', key)} |" for key, label in _SPREAD_ROWS],
+        "",
+        "| game family | random success: real | dream, privileged | dream, learned | learned revisits contradicted |",
+        "|---|---|---|---|---|",
+    ]
+    for family in FAMILIES:
+        revisits = spread_of["learned"].get(f"{family}.revisits")
+        bad = cell("learned", f"{family}.contradictions", 0)
+        lines.append(
+            f"| {family} | {cell('learned', f'{family}.random_success_real')} "
+            f"| {cell('privileged', f'{family}.random_success_dream')} "
+            f"| {cell('learned', f'{family}.random_success_dream')} "
+            f"| {bad} of {_cell(revisits['median'], 0) if revisits else '-'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def worked_take(transition: Transition) -> bool:
     """A ``take`` the game carried out: it goes on, wins or loses."""
     return transition.action.startswith("take ") and not transition.next_state.startswith("Nothing happens")
@@ -586,7 +633,10 @@ def main() -> int:
     parser.add_argument("--markdown", help="Print the tables of this result file and stop.")
     args = parser.parse_args()
     if args.markdown:
-        print(markdown(json.loads(Path(args.markdown).read_text(encoding="utf-8"))), end="")
+        shown = json.loads(Path(args.markdown).read_text(encoding="utf-8"))
+        print(markdown(shown), end="")
+        if "spread" in shown:
+            print("\n" + spread_markdown(shown), end="")
         return 0
 
     started, commit = time.perf_counter(), git_commit()  # the code this run loaded

@@ -14,9 +14,20 @@ def test_the_docs_quote_the_committed_settings_result() -> None:
         "fidelity_textworld_settings.json",
         "fidelity_textworld_settings_learned.json",
         "fidelity_textworld_guided_learned.json",
+        "fidelity_textworld_guided_plan.json",
     ):
         result = json.loads((ROOT / "docs" / "results" / name).read_text(encoding="utf-8"))
         assert set(result["settings"]) == {"learned", "privileged"}
         assert bench.markdown(result) in docs, (
             f"regenerate the tables: benchmarks/bench_fidelity_settings.py --markdown docs/results/{name}"
         )
+
+
+def test_the_repeated_runs_summary_is_the_runs_own() -> None:
+    bench = load_script("benchmarks/bench_fidelity_settings.py")
+    result = json.loads((ROOT / "docs" / "results" / "fidelity_textworld_guided_plan.json").read_text())
+    assert len(result["runs"]) == 3
+    assert bench.run_figures(result["settings"]) == result["runs"][0]  # the first run is the one in full
+    assert bench.spread(result["runs"]) == result["spread"]
+    docs = (ROOT / "docs" / "experience_model.md").read_text(encoding="utf-8")
+    assert bench.spread_markdown(result) in docs
