@@ -107,7 +107,9 @@ def pin_fixed_answers(env: Any, chars: int) -> None:
     schema = fixed_answer_schema(chars)
     base = getattr(env, "unwrapped", env)
     subs = [getattr(e, "unwrapped", e) for e in getattr(base, "envs", [base])]
-    models = [e.experience_model for e in subs if hasattr(e, "experience_model")]
+    # A simulated env's model is its world's (a vector env's sub-envs are plain EpisodeEnvs).
+    worlds = [getattr(e, "world", e) for e in subs]
+    models = [w.experience_model for w in worlds if hasattr(w, "experience_model")]
     if not models:
         raise ValueError(f"{type(base).__name__} has no experience model to pin the answers of.")
     for model in models:
