@@ -31,3 +31,10 @@ def test_the_repeated_runs_summary_is_the_runs_own() -> None:
     assert bench.spread(result["runs"]) == result["spread"]
     docs = (ROOT / "docs" / "experience_model.md").read_text(encoding="utf-8")
     assert bench.spread_markdown(result) in docs
+
+
+def test_the_docs_quote_the_learned_training_runs_share() -> None:
+    result = json.loads((ROOT / "docs" / "results" / "learned_training_share.json").read_text())
+    assert result["setting"] == "learned" and sum(result["answered_by"].values()) == result["sim_steps"]
+    docs = (ROOT / "docs" / "experience_model.md").read_text(encoding="utf-8")
+    assert f"the model decided {result['model_share']:.2f} of the steps" in docs
