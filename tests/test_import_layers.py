@@ -56,6 +56,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "envs, simulated and real (the simulated world, the engines), and rollouts",
         (
             "dreamgym_env.agent_chat",
+            # A domain package's real engine and the games it builds sit with the other envs.
+            "dreamgym_env.domains.textworld.engine",
+            "dreamgym_env.domains.textworld.suite",
             "dreamgym_env.env",
             "dreamgym_env.real",
             "dreamgym_env.rollout",
