@@ -66,7 +66,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dreamgym_env.vector",
         ),
     ),
-    ("what works on envs: wrappers and the curriculum", ("dreamgym_env.curriculum", "dreamgym_env.wrappers")),
+    (
+        "what works on envs: wrappers and the curriculum (a domain package's curriculum format too)",
+        ("dreamgym_env.curriculum", "dreamgym_env.domains.textworld.curriculum", "dreamgym_env.wrappers"),
+    ),
     (
         # User-defined domains (domains.spec*) read their trajectories with the buffer's loaders and
         # register their own ids, so they sit with the registration, above the built-in domains.

@@ -115,7 +115,13 @@ BUILTIN_DOMAINS: dict[str, BuiltinDomain] = {
     "alfworld": _builtin("alfworld", "ALFWorld", max_steps=50),
     "webarena": _builtin("webarena", "WebArena", max_steps=30, nondeterministic=True),
     "miniwob": _builtin("miniwob", "MiniWoB", max_steps=10, curriculum="dreamgym_env.curriculum.miniwob"),
-    "textworld": _builtin("textworld", "TextWorld", max_steps=50, package=True),
+    "textworld": _builtin(
+        "textworld",
+        "TextWorld",
+        max_steps=50,
+        curriculum="dreamgym_env.domains.textworld.curriculum",
+        package=True,
+    ),
 }
 _FACTORIES: dict[str, Callable[[], Domain]] = {}
 _INSTANCES: dict[str, Domain] = {}

@@ -14,10 +14,11 @@ module          what it holds
                 :func:`~.engine.make_games`, :func:`~.engine.tasks_from_games`,
                 :func:`~.engine.play_noisy_expert`
 ``suite``       a fixed benchmark of real games split into train and held out
+``curriculum``  the curriculum's variant format and task validator
 =============== ==================================================================================
 
-Importing this package loads the domain and its formats only; ``engine`` and ``suite`` (which drive
-the ``textworld`` package, extra ``real``) load when imported, as
+Importing this package loads the domain and its formats only; ``curriculum``, ``engine`` and ``suite``
+(the last two drive the ``textworld`` package, extra ``real``) load when imported, as
 :mod:`dreamgym_env.real.textworld` and :mod:`dreamgym_env.real.textworld_suite` do.
 """
 

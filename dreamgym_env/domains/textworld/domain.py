@@ -10,7 +10,8 @@ This module owns TextWorld's formats: the state renderers (:func:`render_textwor
 command verbs (:data:`TEXTWORLD_VERBS`) and task ids (:func:`textworld_task_id`). What uses them: the
 real env, game generation and the game suite in :mod:`dreamgym_env.domains.textworld.engine` and
 :mod:`dreamgym_env.domains.textworld.suite`; the curriculum's ``TEXTWORLD_FORMAT`` and
-``validate_textworld`` (named in the domain table, :data:`dreamgym_env.domains.BUILTIN_DOMAINS`).
+``validate_textworld`` in :mod:`dreamgym_env.domains.textworld.curriculum` (named in the domain table,
+:data:`dreamgym_env.domains.BUILTIN_DOMAINS`).
 """
 
 from __future__ import annotations
