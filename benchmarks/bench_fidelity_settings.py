@@ -44,14 +44,14 @@ warnings.filterwarnings("ignore")
 import gymnasium as gym  # noqa: E402
 
 import dreamgym_env  # noqa: E402, F401 - registers the ids
-from dreamgym_env.domains.textworld_state import parse_state, split_things  # noqa: E402
+from dreamgym_env.domains.textworld.state import parse_state, split_things  # noqa: E402
+from dreamgym_env.domains.textworld.suite import _make_one, recipe_for  # noqa: E402
 from dreamgym_env.evaluation.fidelity import FidelityReport, aggregate  # noqa: E402
 from dreamgym_env.evaluation.runner import BASELINES, EvalRecord, evaluate, model_predictor  # noqa: E402
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest  # noqa: E402
 from dreamgym_env.experience.backends.openai_http import OpenAIBackend  # noqa: E402
 from dreamgym_env.experience.model import MODEL_ANSWERS, model_share  # noqa: E402
 from dreamgym_env.real.textworld import play_noisy_expert, tasks_from_games  # noqa: E402
-from dreamgym_env.real.textworld_suite import _make_one, recipe_for  # noqa: E402
 from dreamgym_env.records import Task, Transition  # noqa: E402
 from dreamgym_env.rollout import Episode, EpisodeJob, RandomPolicy, aplay_on_envs  # noqa: E402
 from dreamgym_env.serving.shipped import (  # noqa: E402

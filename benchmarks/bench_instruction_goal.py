@@ -2,7 +2,7 @@
 
 In the learned setting the simulator never sees a game's goal facts; ``TextWorldDomain.judge_step``
 then reads the winning condition from the quest's instruction
-(:mod:`dreamgym_env.domains.textworld_instruction`). This benchmark measures that judge on real games:
+(:mod:`dreamgym_env.domains.textworld.instruction`). This benchmark measures that judge on real games:
 ``--per-family`` games of each family of the game suite (custom, treasure hunter, coin collector,
 tw-simple), drawn as ``benchmarks/bench_fidelity_settings.py`` draws them but from seeds at
 ``--first-seed`` (9,100,000) and up, and for each game the expert's walkthrough and ``--episodes - 1``
@@ -36,9 +36,9 @@ warnings.filterwarnings("ignore")
 from bench_fidelity_settings import FAMILIES, make_games  # noqa: E402
 
 from dreamgym_env.domains import get_domain  # noqa: E402
-from dreamgym_env.domains.textworld_facts import RESULT_CHANGED, RESULT_WON  # noqa: E402
-from dreamgym_env.domains.textworld_instruction import instruction_goal  # noqa: E402
-from dreamgym_env.domains.textworld_state import parse_state  # noqa: E402
+from dreamgym_env.domains.textworld.facts import RESULT_CHANGED, RESULT_WON  # noqa: E402
+from dreamgym_env.domains.textworld.instruction import instruction_goal  # noqa: E402
+from dreamgym_env.domains.textworld.state import parse_state  # noqa: E402
 from dreamgym_env.real.textworld import play_noisy_expert  # noqa: E402
 from dreamgym_env.records import Step, Task, Transition  # noqa: E402
 

@@ -37,7 +37,7 @@ def default_reset_options(task: Task) -> dict[str, Any]:
     """Reset options that start ``task`` on simulated and real envs alike.
 
     Simulated envs read ``task``; real TextWorld/ALFWorld envs read ``game_file``, which tasks from
-    :func:`~dreamgym_env.real.textworld.tasks_from_games` carry in their metadata.
+    :func:`~dreamgym_env.domains.textworld.engine.tasks_from_games` carry in their metadata.
     """
     options: dict[str, Any] = {"task": task}
     if task.metadata.get("game_file"):

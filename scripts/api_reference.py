@@ -27,7 +27,6 @@ MODULES: tuple[str, ...] = (
     "dreamgym_env.rollout",
     "dreamgym_env.distributed",
     "dreamgym_env.domains.alfworld",
-    "dreamgym_env.domains.textworld",
     "dreamgym_env.domains.webarena",
     "dreamgym_env.domains.webshop",
     "dreamgym_env.experience.backends.openai_http",

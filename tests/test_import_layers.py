@@ -56,6 +56,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "envs, simulated and real (the simulated world, the engines), and rollouts",
         (
             "dreamgym_env.agent_chat",
+            # A domain package's real engine and the games it builds sit with the other envs.
+            "dreamgym_env.domains.textworld.engine",
+            "dreamgym_env.domains.textworld.suite",
             "dreamgym_env.env",
             "dreamgym_env.real",
             "dreamgym_env.rollout",
@@ -63,7 +66,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dreamgym_env.vector",
         ),
     ),
-    ("what works on envs: wrappers and the curriculum", ("dreamgym_env.curriculum", "dreamgym_env.wrappers")),
+    (
+        "what works on envs: wrappers and the curriculum (a domain package's curriculum format too)",
+        ("dreamgym_env.curriculum", "dreamgym_env.domains.textworld.curriculum", "dreamgym_env.wrappers"),
+    ),
     (
         # User-defined domains (domains.spec*) read their trajectories with the buffer's loaders and
         # register their own ids, so they sit with the registration, above the built-in domains.

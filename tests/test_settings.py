@@ -6,7 +6,7 @@ import gymnasium as gym
 import pytest
 
 from dreamgym_env import ScriptedBackend
-from dreamgym_env.domains.textworld_state import dream_layout, nearby_facts
+from dreamgym_env.domains.textworld.state import dream_layout, nearby_facts
 from dreamgym_env.errors import DomainError
 from dreamgym_env.experience.memo import StepMemo
 from dreamgym_env.experience.schema import ExperienceOutput
@@ -184,7 +184,7 @@ def test_an_unknown_setting_is_refused() -> None:
 
 
 def test_steps_are_told_apart_by_what_the_episode_had_shown() -> None:
-    from dreamgym_env.domains.textworld_state import consistent_reveal, step_kind
+    from dreamgym_env.domains.textworld.state import consistent_reveal, step_kind
 
     west = "Room: west room\nExits: east\nHere: chest (closed)\nCarrying: nothing"
     east = "Done.\nRoom: east room\nExits: west\nHere: apple\nCarrying: nothing"

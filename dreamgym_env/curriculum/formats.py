@@ -2,8 +2,8 @@
 
 The generator asks the model for variants in the shape of the domain's seed-task metadata (WebShop
 attributes, options and price limit; ALFWorld task type, object and target; WebArena sites, start URL
-and evaluation; TextWorld the quest's object, in the parent's first room), so the validators can check
-the facts the simulator will rely on. Which format a built-in domain uses is a column of the domain
+and evaluation), so the validators can check the facts the simulator will rely on. A domain that is
+a package of its own keeps its format there (TextWorld's: :mod:`dreamgym_env.domains.textworld.curriculum`). Which format a built-in domain uses is a column of the domain
 table (:data:`dreamgym_env.domains.BUILTIN_DOMAINS`); the fields' choices are the domain's own
 constants (ALFWorld's task types, WebArena's sites, WebShop's categories). A domain without a format
 gets :data:`GENERIC_FORMAT`: the instruction only, metadata copied from the parent.
@@ -20,7 +20,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dreamgym_env.domains import BUILTIN_DOMAINS, load_entry_point
 from dreamgym_env.domains.alfworld_tasks import ALFWORLD_TASK_TYPES
-from dreamgym_env.domains.textworld import with_quest
 from dreamgym_env.domains.webarena import DEFAULT_SITE_URLS
 from dreamgym_env.domains.webshop import WEBSHOP_CATEGORIES
 from dreamgym_env.domains.webshop_tasks import OPTIONS_KEY
@@ -73,15 +72,6 @@ class WebArenaVariant(BaseModel):
     )
     eval_type: Literal["string_match", "url_match", "program_html"]
     reference: str = Field(max_length=120, description="Answer, URL to reach, or how to check the change.")
-    instruction: str = _Instruction
-
-
-class TextWorldVariant(BaseModel):
-    """A TextWorld quest, played from the parent's first room."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    object: str = Field(max_length=40, description="The thing the quest is about, named as the game does.")
     instruction: str = _Instruction
 
 
@@ -180,24 +170,6 @@ def _webarena_metadata(v: BaseModel, parent: Task) -> dict[str, Any]:
     return {"sites": list(v.sites), "start_url": v.start_url.strip(), "eval": evaluation}
 
 
-def _textworld_describe(task: Task) -> dict[str, Any]:
-    return {"object": task.metadata.get("object", ""), "instruction": task.instruction}
-
-
-def _textworld_metadata(v: BaseModel, parent: Task) -> dict[str, Any]:
-    """The parent's facts with the new quest: same first room, its quest line rewritten.
-
-    The parent's ``game_file`` is dropped: the real game plays the parent's quest, not this one.
-    """
-    assert isinstance(v, TextWorldVariant)
-    metadata = {k: copy.deepcopy(val) for k, val in parent.metadata.items() if k != "game_file"}
-    metadata["object"] = v.object.strip()
-    observation = metadata.get("initial_observation")
-    if isinstance(observation, str) and observation.strip():
-        metadata["initial_observation"] = with_quest(observation, v.instruction)
-    return metadata
-
-
 WEBSHOP_FORMAT = VariantFormat(
     WebShopVariant,
     "A WebShop goal names one product, 1-6 attributes it must have (e.g. 'gluten free', 'long lasting') "
@@ -235,20 +207,6 @@ WEBARENA_FORMAT = VariantFormat(
     _webarena_metadata,
 )
 """WebArena requests: sites, start URL and an evaluation of a known type."""
-
-TEXTWORLD_FORMAT = VariantFormat(
-    TextWorldVariant,
-    "TextWorld quests are one sentence of game commands in order, lowercase, ending with a full stop: "
-    "'take the apple from the table and eat it.', 'go east, open the chest and take the key from it.', "
-    "'unlock the safe with the rusty key, then take the map from the safe.'. The commands are go "
-    "north|south|east|west, open, close, take ... from, drop, put ... on, insert ... into, unlock ... "
-    "with, eat, examine. The quest starts in the parent's first room: use its exits, containers, "
-    "supporters and things, named as the room names them; object is the thing the quest is about and "
-    "appears in the instruction.",
-    _textworld_describe,
-    _textworld_metadata,
-)
-"""TextWorld quests: the object and the quest, started in the parent's first room."""
 
 _FORMATS: dict[str, VariantFormat] = {}
 

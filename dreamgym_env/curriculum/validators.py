@@ -14,8 +14,8 @@ domain's validator:
   reads as that task.
 * WebArena: known sites; a start URL on one of them; an intent that is answerable: an evaluation
   of a known type, a question when the answer is a string, and no request for a site the task lacks.
-* TextWorld: a quest made of the game's commands that names its object; when the task starts in a
-  given first state, that state gives this quest.
+* TextWorld (:mod:`dreamgym_env.domains.textworld.curriculum`): a quest made of the game's commands
+  that names its object; when the task starts in a given first state, that state gives this quest.
 
 Which validator a built-in domain uses is a column of the domain table
 (:data:`dreamgym_env.domains.BUILTIN_DOMAINS`). User domains register their own with
@@ -86,7 +86,7 @@ def check_instruction(text: Any) -> str | None:
 _WEBSHOP_MAX_PRICE = 10_000.0
 
 
-def _mentions(instruction: str, phrase: str) -> bool:
+def mentions(instruction: str, phrase: str) -> bool:
     """Whether the instruction states the phrase: verbatim, or every one of its words."""
     text = instruction.lower()
     phrase = phrase.lower().strip()
@@ -130,7 +130,7 @@ def validate_webshop(task: Task) -> str | None:
     if problem:
         return problem
     for kind in ("attributes", OPTIONS_KEY):
-        missing = [v for v in meta.get(kind, []) if not _mentions(task.instruction, v)]
+        missing = [v for v in meta.get(kind, []) if not mentions(task.instruction, v)]
         if missing:
             return (
                 f"the instruction does not state the {kind} {missing}; "
@@ -403,35 +403,6 @@ def validate_webarena(task: Task) -> str | None:
         reference = evaluation.get("reference_url")
         if not isinstance(reference, str) or not reference.strip():
             return "a url_match task needs the reference_url the agent must reach"
-    return None
-
-
-# --------------------------------------------------------------------------------------------------
-# TextWorld
-# --------------------------------------------------------------------------------------------------
-
-
-def validate_textworld(task: Task) -> str | None:
-    """TextWorld: a quest of game commands that names its object, and a first state that gives it."""
-    from dreamgym_env.domains.textworld import TEXTWORLD_VERBS, state_quest
-
-    words = re.findall(r"[a-z]+", task.instruction.lower())
-    if not TEXTWORLD_VERBS & set(words):
-        return (
-            "the quest uses no TextWorld command; write it as the commands to carry out "
-            f"({', '.join(sorted(TEXTWORLD_VERBS))}), e.g. 'take the key from the chest and eat the apple.'"
-        )
-    obj = task.metadata.get("object")
-    if obj is not None:
-        if not isinstance(obj, str) or check_phrase(obj) is not None:
-            return f"object {obj!r:.40} is not a short phrase of words"
-        if not _mentions(task.instruction, obj):
-            return f"the quest does not name its object {obj!r:.40}"
-    observation = task.metadata.get("initial_observation")
-    if isinstance(observation, str) and observation.strip():
-        stated = state_quest(observation)
-        if stated is not None and stated.lower().split() != task.instruction.lower().split():
-            return f"the task's first state gives another quest ({stated!r:.80}) than its instruction"
     return None
 
 

@@ -1,4 +1,4 @@
-"""Domains: one module per simulated world, looked up by name.
+"""Domains: one module (or package) per simulated world, looked up by name.
 
 :data:`BUILTIN_DOMAINS` is the one table of built-in domains. A row names everything about a domain
 that lives outside its module: the simulated Gymnasium id and step limit, the class, the real
@@ -79,25 +79,31 @@ class BuiltinDomain(NamedTuple):
 
 
 def _builtin(
-    name: str, title: str, max_steps: int, *, nondeterministic: bool = False, curriculum: str | None = None
+    name: str,
+    title: str,
+    max_steps: int,
+    *,
+    nondeterministic: bool = False,
+    curriculum: str | None = None,
+    package: bool = False,
 ) -> BuiltinDomain:
     """The row of the built-in domain ``name``: its entry points follow the package's layout.
 
     The ids are ``DreamGym/<title>-v0`` and ``DreamGym/<title>-Real-v0``; the classes are ``<title>Domain``
-    in ``dreamgym_env.domains.<name>`` and ``<title>RealEnv`` in ``dreamgym_env.real.<name>``; the
+    in ``dreamgym_env.domains.<name>`` and ``<title>RealEnv`` in ``dreamgym_env.real.<name>``, or, for a
+    domain that is a package of its own (``package``), in ``dreamgym_env.domains.<name>.engine``; the
     curriculum's ``<NAME>_FORMAT`` and ``validate_<name>`` are in the module ``curriculum`` when the
     domain has one of its own, else in ``dreamgym_env.curriculum.formats`` and ``...validators``.
     ``nondeterministic`` is the real environment's (:class:`RealEnv`).
     """
     formats = curriculum or "dreamgym_env.curriculum.formats"
     validators = curriculum or "dreamgym_env.curriculum.validators"
+    real_module = f"dreamgym_env.domains.{name}.engine" if package else f"dreamgym_env.real.{name}"
     return BuiltinDomain(
         env_id=f"DreamGym/{title}-v0",
         entry_point=f"dreamgym_env.domains.{name}:{title}Domain",
         max_steps=max_steps,
-        real=RealEnv(
-            f"DreamGym/{title}-Real-v0", f"dreamgym_env.real.{name}:{title}RealEnv", nondeterministic
-        ),
+        real=RealEnv(f"DreamGym/{title}-Real-v0", f"{real_module}:{title}RealEnv", nondeterministic),
         task_format=f"{formats}:{name.upper()}_FORMAT",
         validator=f"{validators}:validate_{name}",
     )
@@ -109,7 +115,13 @@ BUILTIN_DOMAINS: dict[str, BuiltinDomain] = {
     "alfworld": _builtin("alfworld", "ALFWorld", max_steps=50),
     "webarena": _builtin("webarena", "WebArena", max_steps=30, nondeterministic=True),
     "miniwob": _builtin("miniwob", "MiniWoB", max_steps=10, curriculum="dreamgym_env.curriculum.miniwob"),
-    "textworld": _builtin("textworld", "TextWorld", max_steps=50),
+    "textworld": _builtin(
+        "textworld",
+        "TextWorld",
+        max_steps=50,
+        curriculum="dreamgym_env.domains.textworld.curriculum",
+        package=True,
+    ),
 }
 _FACTORIES: dict[str, Callable[[], Domain]] = {}
 _INSTANCES: dict[str, Domain] = {}

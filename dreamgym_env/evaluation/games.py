@@ -1,7 +1,7 @@
 """Fidelity cases played live from real TextWorld games: check a simulator on games of your own.
 
 ``dreamgym eval-fidelity --games DIR`` plays every game file in ``DIR`` with the real engine (an expert
-episode and noisy-expert episodes, :func:`~dreamgym_env.real.textworld.play_noisy_expert`) and turns
+episode and noisy-expert episodes, :func:`~dreamgym_env.domains.textworld.engine.play_noisy_expert`) and turns
 each real transition into the request the simulated env would send for it: the same history, and
 demonstrations retrieved from the replay buffer the user gives (``--buffer``), as the env retrieves
 them at inference. Nothing needs to have been collected or split beforehand.
@@ -48,7 +48,7 @@ def _play_games(
 
     The settings come from :func:`cases_from_games`, whose defaults are the only ones.
     """
-    from dreamgym_env.real.textworld import play_noisy_expert
+    from dreamgym_env.domains.textworld.engine import play_noisy_expert
 
     n = len(games)
     with ProcessPoolExecutor(max(1, min(workers, n))) as pool:

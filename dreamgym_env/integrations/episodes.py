@@ -151,7 +151,7 @@ class DreamGymEnvironments:
         env_id: Any registered id, simulated (``DreamGym/TextWorld-v0``) or real
             (``DreamGym/TextWorld-Real-v0``).
         tasks: The tasks rows may name: a list (e.g. a domain's seed tasks, or
-            :func:`~dreamgym_env.real.textworld.tasks_from_games`), or a sampler such as a
+            :func:`~dreamgym_env.domains.textworld.engine.tasks_from_games`), or a sampler such as a
             :class:`~dreamgym_env.curriculum.CurriculumSampler`, which then draws each row's task and is
             told each episode's outcome. Default: the domain's seed tasks for a simulated id.
         system_prompt: The system message of every prompt; default the agent's role and the domain's

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from dreamgym_env.domains.alfworld_tasks import alfworld_trial_task_id, parse_alfworld_goal
+from dreamgym_env.domains.textworld.engine import TextGameEngine
 from dreamgym_env.episode import EpisodeEnv
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.mapping import clean_game_text
-from dreamgym_env.real.textworld import TextGameEngine
 from dreamgym_env.records import Task
 
 PathLike = str | os.PathLike[str]

@@ -24,7 +24,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from dreamgym_env.real.textworld import make_games, tasks_from_games
+from dreamgym_env.domains.textworld.engine import make_games, tasks_from_games
 from dreamgym_env.wrappers import DiscreteActions, TextEmbedding
 from dreamgym_env.wrappers.text_embedding import EmbeddedField
 

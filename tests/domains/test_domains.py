@@ -696,3 +696,16 @@ def test_imported_webshop_sessions_list_each_pages_actions(tmp_path):
         assert t.metadata[ADMISSIBLE_ACTIONS] == page_actions(t.next_state)
         assert t.metadata[PREV_ADMISSIBLE_ACTIONS] == page_actions(t.state)
     assert any(t.metadata[ADMISSIBLE_ACTIONS] for t in transitions)
+
+
+def test_the_textworld_package_keeps_the_old_import_paths():
+    # dreamgym_env.real.textworld and .textworld_suite are what users import: they name the same objects.
+    import dreamgym_env.domains.textworld.engine as engine
+    import dreamgym_env.domains.textworld.suite as suite
+    import dreamgym_env.real.textworld as real_textworld
+    import dreamgym_env.real.textworld_suite as real_suite
+
+    for old, new in ((real_textworld, engine), (real_suite, suite)):
+        assert old.__all__ == new.__all__
+        assert all(getattr(old, name) is getattr(new, name) for name in old.__all__)
+    assert load_entry_point(BUILTIN_DOMAINS["textworld"].real.entry_point) is real_textworld.TextWorldRealEnv

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dreamgym_env.domains.textworld_facts import (
+from dreamgym_env.domains.textworld.facts import (
     Fact,
     render_facts_state,
     render_goal,

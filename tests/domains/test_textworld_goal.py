@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dreamgym_env.domains import get_domain
-from dreamgym_env.domains.textworld_goal import goal_reached, parse_goal
+from dreamgym_env.domains.textworld.goal import goal_reached, parse_goal
 from dreamgym_env.records import Step, Task
 
 START = """Room: kitchen
@@ -148,7 +148,7 @@ def test_the_simulated_env_pays_a_win_the_models_answer_did_not_flag() -> None:
 
 def test_a_fail_event_loses_the_game_and_the_judge_says_so() -> None:
     from dreamgym_env.domains.textworld import TextWorldDomain
-    from dreamgym_env.domains.textworld_goal import goal_outcome, parse_goal, parse_losses
+    from dreamgym_env.domains.textworld.goal import goal_outcome, parse_goal, parse_losses
     from dreamgym_env.records import Step, Task
 
     goal = "at(P, vault); in(gem, I)\nlost if: in(decoy, I)"

@@ -6,7 +6,7 @@ import pytest
 
 from dreamgym_env.domains import get_domain
 from dreamgym_env.domains.base import StepOutcome
-from dreamgym_env.domains.textworld_instruction import Goal, goal_met, instruction_goal
+from dreamgym_env.domains.textworld.instruction import Goal, goal_met, instruction_goal
 from dreamgym_env.records import Step, Task
 
 # TextWorld's generated quest text, one form each (from custom, treasure hunter, coin collector and

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from dreamgym_env.domains.textworld_outcomes import step_outcomes, step_pattern
-from dreamgym_env.domains.textworld_state import complete_state
+from dreamgym_env.domains.textworld.outcomes import step_outcomes, step_pattern
+from dreamgym_env.domains.textworld.state import complete_state
 
 KITCHEN = "\n".join(
     [

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from dreamgym_env.domains.textworld_outcomes import _name_except, step_pattern
-from dreamgym_env.domains.textworld_plan import Reveal, instruction_plan, reveal_needs
-from dreamgym_env.domains.textworld_state import dream_layout
+from dreamgym_env.domains.textworld.outcomes import _name_except, step_pattern
+from dreamgym_env.domains.textworld.plan import Reveal, instruction_plan, reveal_needs
+from dreamgym_env.domains.textworld.state import dream_layout
 
 TREASURE = (
     "Welcome to TextWorld! Here is how to play! First step, head north. Once you manage that, make "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dreamgym_env.domains.textworld_state import (
+from dreamgym_env.domains.textworld.state import (
     admissible_commands,
     complete_state,
     nearby_facts,

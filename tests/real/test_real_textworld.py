@@ -133,7 +133,7 @@ def test_the_domains_rules_agree_with_the_engine_step_by_step(games: list[str]) 
     """The commands the domain lists and the wins it judges match the real engine's, on noisy expert play."""
     import random
 
-    from dreamgym_env.domains.textworld_goal import goal_reached
+    from dreamgym_env.domains.textworld.goal import goal_reached
     from dreamgym_env.real.textworld import TextWorldRealEnv
 
     domain = TextWorldDomain()

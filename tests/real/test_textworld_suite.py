@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from dreamgym_env.domains.textworld import render_textworld_start, render_textworld_state
-from dreamgym_env.real.textworld_suite import HELDOUT_SEED_OFFSET, build_suite, load_suite, recipe_for
+from dreamgym_env.domains.textworld.suite import HELDOUT_SEED_OFFSET, build_suite, load_suite, recipe_for
 
 ROOM = "-= Kitchen =-\nYou are in a kitchen.\n\n\n\nThere is an exit to the east."
 

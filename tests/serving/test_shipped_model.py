@@ -162,7 +162,7 @@ def test_guided_answers_on_vllm_choose_an_outcome_and_keep_revealing_answers_in_
     import gymnasium as gym
 
     import dreamgym_env  # noqa: F401
-    from dreamgym_env.domains.textworld_state import parse_state
+    from dreamgym_env.domains.textworld.state import parse_state
     from dreamgym_env.real.textworld import make_games, tasks_from_games
 
     _, base_url = served

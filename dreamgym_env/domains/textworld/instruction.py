@@ -11,7 +11,7 @@ names a command is the winning condition::
     Goal(kind='eaten', thing='loaf of bread', holder='', room='')
 
 :func:`goal_met` checks such a condition against the canonical states of an episode
-(:mod:`dreamgym_env.domains.textworld_state`). A curriculum quest in its one-sentence format reads
+(:mod:`dreamgym_env.domains.textworld.state`). A curriculum quest in its one-sentence format reads
 the same way when its last command names its things. Text this parser does not know (other words, a
 pronoun for a thing, a last command that moves the player, whose room the text does not name) gives
 ``None``, and the caller keeps another judge. Pure string functions: no TextWorld install needed.
@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from dreamgym_env.domains.textworld_state import (
+from dreamgym_env.domains.textworld.state import (
     CanonicalState,
     _item_parts,
     exits_of,

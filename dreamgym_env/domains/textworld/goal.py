@@ -1,7 +1,7 @@
 """Whether a TextWorld quest is won, judged from the canonical states an episode went through.
 
 A game task carries its winning conditions as hidden facts (``goal``, written by
-:func:`dreamgym_env.domains.textworld_facts.render_goal`): one line per quest, ``or`` between a quest's
+:func:`dreamgym_env.domains.textworld.facts.render_goal`): one line per quest, ``or`` between a quest's
 ways to win, and each way a few predicates joined by ``; ``::
 
     at(P, kitchen); in(key, I)
@@ -25,8 +25,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dreamgym_env.domains.textworld_facts import LOST_PREFIX
-from dreamgym_env.domains.textworld_state import (
+from dreamgym_env.domains.textworld.facts import LOST_PREFIX
+from dreamgym_env.domains.textworld.state import (
     exits_of,
     layout_of,
     parse_state,

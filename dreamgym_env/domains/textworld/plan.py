@@ -27,8 +27,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dreamgym_env.domains.textworld_instruction import Goal, command_goal
-from dreamgym_env.domains.textworld_state import _OPPOSITE, layout_of, parse_state
+from dreamgym_env.domains.textworld.instruction import Goal, command_goal
+from dreamgym_env.domains.textworld.state import _OPPOSITE, layout_of, parse_state
 
 # The move sentences of TextWorld's instruction grammar: "venture west", "go to the west", "take a trip
 # west", "make an effort to travel north"...: a verb of motion and a direction that ends the sentence.
@@ -177,7 +177,7 @@ def _place_goals(node: _Node) -> None:
 def reveal_needs(instruction: str, states: Sequence[str], world: str, action: str) -> Reveal:
     """What the step ``action`` after ``states`` (the episode's, first to current) must show.
 
-    ``world`` is the layout the episode has shown (:func:`~.textworld_state.dream_layout`). The
+    ``world`` is the layout the episode has shown (:func:`~.state.dream_layout`). The
     walkthrough's rooms are found on that map, from the first
     room along the instruction's moves. A move from the last room found along the walkthrough's next
     move enters the next walkthrough room: its needs. Opening a container in a walkthrough room

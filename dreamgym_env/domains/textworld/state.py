@@ -1,6 +1,6 @@
 """TextWorld's canonical state read back from its text: the lines a step changes, and the commands it admits.
 
-:mod:`dreamgym_env.domains.textworld_facts` writes a state from the engine's facts::
+:mod:`dreamgym_env.domains.textworld.facts` writes a state from the engine's facts::
 
     Done.
     Room: kitchen
@@ -226,7 +226,7 @@ def _lock_commands(name: str, state: str, keys: Iterable[str | None], carried: I
 def admissible_commands(state: str, world: str = "", *, any_key: bool = False) -> list[str] | None:
     """The commands TextWorld admits in ``state``, sorted, or ``None`` when the state is not canonical.
 
-    ``world`` is the game's layout (:func:`dreamgym_env.domains.textworld_facts.render_world`): its
+    ``world`` is the game's layout (:func:`dreamgym_env.domains.textworld.facts.render_world`): its
     ``Keys`` line says which key opens what, its ``Kinds`` line which things are supporters or food.
     Without it, a bare name counts as a portable thing and nothing is food; no key fits, unless
     ``any_key``: then every carried thing may be tried on every lock (a learned dream, which does not

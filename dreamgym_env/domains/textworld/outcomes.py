@@ -6,15 +6,15 @@ else is in it) or changes nothing, and the step either wins, loses or does neith
 that writes the answer token by token gets the bookkeeping wrong (the key left both in the chest and
 carried, another container opened); asked instead which of the written outcomes is most likely,
 it only has to judge what is uncertain. :func:`step_outcomes` lists them, as answers in the model's
-own form (the result line and the lines that change, :func:`~.textworld_state.state_changes`), and
+own form (the result line and the lines that change, :func:`~.state.state_changes`), and
 the model scores each by its log-probability (:attr:`~dreamgym_env.config.EnvConfig.rank_outcomes`).
 
 The outcomes follow from the state and a layout (``world``): the game's, in the privileged setting;
-in the learned one, only what the episode has shown itself (:func:`~.textworld_state.dream_layout`).
+in the learned one, only what the episode has shown itself (:func:`~.state.dream_layout`).
 A step whose outcome shows something not known yet (a room entered for the first time, a container
 opened whose contents were never seen) has no list: the model writes it.
 
-Things are listed as the engine's facts render them (:mod:`~.textworld_facts`): sorted by name; a
+Things are listed as the engine's facts render them (:mod:`~.facts`): sorted by name; a
 container with its state and, when open, ``holds: ...`` or ``empty``; a supporter ``on: ...``, or its
 bare name when nothing is on it.
 """
@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dreamgym_env.domains.textworld_plan import Reveal, RoomNeeds, ThingNeed
-from dreamgym_env.domains.textworld_state import (
+from dreamgym_env.domains.textworld.plan import Reveal, RoomNeeds, ThingNeed
+from dreamgym_env.domains.textworld.state import (
     _OPPOSITE,
     CanonicalState,
     _item_parts,
@@ -337,7 +337,7 @@ def _listing_with(
 
 
 def _thing(name: str, need: ThingNeed) -> str:
-    """One listed thing as ``need`` wants it (:class:`~.textworld_plan.ThingNeed`)."""
+    """One listed thing as ``need`` wants it (:class:`~.plan.ThingNeed`)."""
     quoted = re.escape(name)
     if need.kind == "object":
         return rf"{quoted}( \({_INNER}\))?"
@@ -388,7 +388,7 @@ def step_pattern(
 
     The model writes the room or the contents; the pattern keeps its invention consistent with
     what the episode showed (a room with no way back would contradict the move that entered it),
-    and with what the quest's instruction says of it (``reveal``, :func:`~.textworld_plan.reveal_needs`):
+    and with what the quest's instruction says of it (``reveal``, :func:`~.plan.reveal_needs`):
     the walkthrough's next room with its name, its way on and the things the text names, a
     container holding what the text takes from it, and no new room named as another.
     ``whole_layout`` as for :func:`step_outcomes`.

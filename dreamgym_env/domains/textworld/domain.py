@@ -1,16 +1,17 @@
 """TextWorld: generated text adventures (Côté et al., 2018), the domain whose real games run anywhere.
 
 TextWorld generates its games locally (``tw-make``), so it is the domain where the simulator and the
-real engine can always be compared side by side: :func:`dreamgym_env.real.textworld.tasks_from_games`
+real engine can always be compared side by side: :func:`dreamgym_env.domains.textworld.engine.tasks_from_games`
 turns generated games into tasks whose first state is the real game's, and
 ``DreamGym/TextWorld-Real-v0`` plays the same games.
 
 This module owns TextWorld's formats: the state renderers (:func:`render_textworld_state`,
 :func:`render_textworld_start`), the quest line (:func:`state_quest`, :func:`with_quest`), the
 command verbs (:data:`TEXTWORLD_VERBS`) and task ids (:func:`textworld_task_id`). What uses them: the
-real env, game generation and the game suite in :mod:`dreamgym_env.real.textworld` and
-:mod:`dreamgym_env.real.textworld_suite`; the curriculum's ``TEXTWORLD_FORMAT`` and
-``validate_textworld`` (named in the domain table, :data:`dreamgym_env.domains.BUILTIN_DOMAINS`).
+real env, game generation and the game suite in :mod:`dreamgym_env.domains.textworld.engine` and
+:mod:`dreamgym_env.domains.textworld.suite`; the curriculum's ``TEXTWORLD_FORMAT`` and
+``validate_textworld`` in :mod:`dreamgym_env.domains.textworld.curriculum` (named in the domain table,
+:data:`dreamgym_env.domains.BUILTIN_DOMAINS`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 
 from dreamgym_env.domains import BUILTIN_DOMAINS
 from dreamgym_env.domains.base import Domain, InitialState, StepOutcome
-from dreamgym_env.domains.textworld_facts import (
+from dreamgym_env.domains.textworld.facts import (
     QUEST_PREFIX,
     RESULT_CHANGED,
     RESULT_LOST,
@@ -34,11 +35,11 @@ from dreamgym_env.domains.textworld_facts import (
     Fact,
     render_facts_state,
 )
-from dreamgym_env.domains.textworld_goal import goal_outcome
-from dreamgym_env.domains.textworld_instruction import goal_met, instruction_goal
-from dreamgym_env.domains.textworld_outcomes import step_outcomes, step_pattern
-from dreamgym_env.domains.textworld_plan import reveal_needs
-from dreamgym_env.domains.textworld_state import (
+from dreamgym_env.domains.textworld.goal import goal_outcome
+from dreamgym_env.domains.textworld.instruction import goal_met, instruction_goal
+from dreamgym_env.domains.textworld.outcomes import step_outcomes, step_pattern
+from dreamgym_env.domains.textworld.plan import reveal_needs
+from dreamgym_env.domains.textworld.state import (
     CanonicalState,
     admissible_commands,
     complete_state,
@@ -77,7 +78,7 @@ TEXTWORLD_VERBS: frozenset[str] = frozenset(
 def textworld_task_id(game: str | os.PathLike[str]) -> str:
     """The task id of a generated game: ``textworld-<file stem>`` (``tw-cooking-3.z8`` -> ``textworld-tw-cooking-3``).
 
-    The real wrapper's tasks, :func:`dreamgym_env.real.textworld.tasks_from_games` and the collection
+    The real wrapper's tasks, :func:`dreamgym_env.domains.textworld.engine.tasks_from_games` and the collection
     script's held-out lists all name a game's task with it.
     """
     return f"textworld-{Path(game).stem}"
@@ -200,7 +201,7 @@ def _layout(task: Task, history: Sequence[Step], state: str) -> tuple[str, bool,
     """The layout the simulator may use, whether it is the game's whole one, and the episode's earlier states.
 
     The game's layout when the task carries it (the privileged setting); otherwise the one the episode
-    showed itself (:func:`~dreamgym_env.domains.textworld_state.dream_layout`).
+    showed itself (:func:`~dreamgym_env.domains.textworld.state.dream_layout`).
     """
     seen = [step.state for step in history]
     world = task.metadata.get("world")
@@ -212,7 +213,7 @@ def _layout(task: Task, history: Sequence[Step], state: str) -> tuple[str, bool,
 class TextWorldDomain(Domain):
     """TextWorld as an abstract text world.
 
-    State format: the canonical state of :mod:`dreamgym_env.domains.textworld_facts`, rendered from the
+    State format: the canonical state of :mod:`dreamgym_env.domains.textworld.facts`, rendered from the
     engine's world facts, so that the state alone tells where the agent is, what is around and what it
     holds, and the same world always reads the same. The first state ends with the quest::
 
@@ -230,7 +231,7 @@ class TextWorldDomain(Domain):
     remains available from the real wrapper (``state_format="text"``).
 
     Starting state: when the task's metadata has ``initial_observation`` (tasks made from generated
-    games by :func:`dreamgym_env.real.textworld.tasks_from_games`), that real first state and its
+    games by :func:`dreamgym_env.domains.textworld.engine.tasks_from_games`), that real first state and its
     ``initial_admissible`` commands are used, so sim and real episodes start identically. Otherwise a
     room is drawn with ``rng`` (one container, one supporter, a portable object and one to three exits).
 
@@ -270,9 +271,9 @@ class TextWorldDomain(Domain):
     def describe_step(self, task: Task, history: Sequence[Step], state: str, action: str) -> str:
         """The layout the action reaches: the room a move enters, the contents and keys of what it names.
 
-        As the episode last showed them (:func:`~dreamgym_env.domains.textworld_state.nearby_facts`).
+        As the episode last showed them (:func:`~dreamgym_env.domains.textworld.state.nearby_facts`).
         A task without the game's layout (the learned setting, or a curriculum variant) gets the layout
-        its episode has shown itself (:func:`~dreamgym_env.domains.textworld_state.dream_layout`): the
+        its episode has shown itself (:func:`~dreamgym_env.domains.textworld.state.dream_layout`): the
         rooms it entered and the way back, what containers held when last seen open.
         """
         world, _, seen = _layout(task, history, state)
@@ -281,14 +282,14 @@ class TextWorldDomain(Domain):
     def outcomes(self, task: Task, history: Sequence[Step], state: str, action: str) -> list[str] | None:
         """Nothing happens, or the command succeeds and the game goes on, is won or is lost.
 
-        Written out by :func:`~dreamgym_env.domains.textworld_outcomes.step_outcomes` from the same
+        Written out by :func:`~dreamgym_env.domains.textworld.outcomes.step_outcomes` from the same
         layout :meth:`describe_step` shows the model: the game's, or the one the episode showed itself.
         """
         world, whole, seen = _layout(task, history, state)
         return step_outcomes(state, action, world, seen, whole_layout=whole)
 
     def answer_pattern(self, task: Task, history: Sequence[Step], state: str, action: str) -> str | None:
-        """The form of a revealing step's answer (:func:`~dreamgym_env.domains.textworld_outcomes.step_pattern`).
+        """The form of a revealing step's answer (:func:`~dreamgym_env.domains.textworld.outcomes.step_pattern`).
 
         A new room with the way back among its exits; a container opened and holding something or empty.
         """
@@ -297,7 +298,7 @@ class TextWorldDomain(Domain):
         return step_pattern(state, action, world, seen, whole_layout=whole, reveal=reveal)
 
     def state_answer(self, state: str, next_state: str) -> str:
-        """The result line and the lines that change (:func:`~dreamgym_env.domains.textworld_state.state_changes`)."""
+        """The result line and the lines that change (:func:`~dreamgym_env.domains.textworld.state.state_changes`)."""
         return state_changes(state, next_state)
 
     def complete_state(self, state: str, answer: str) -> str:
@@ -317,11 +318,11 @@ class TextWorldDomain(Domain):
         return admissible_commands(state, any_key=True)
 
     def step_kind(self, seen: Sequence[str], state: str, action: str, next_state: str) -> tuple[str, str]:
-        """The verb family and kind of a real step (:func:`~dreamgym_env.domains.textworld_state.step_kind`)."""
+        """The verb family and kind of a real step (:func:`~dreamgym_env.domains.textworld.state.step_kind`)."""
         return step_kind(seen, state, action, next_state)
 
     def consistent_reveal(self, state: str, action: str, predicted: str, real: str) -> bool:
-        """See :func:`~dreamgym_env.domains.textworld_state.consistent_reveal`."""
+        """See :func:`~dreamgym_env.domains.textworld.state.consistent_reveal`."""
         return consistent_reveal(state, action, predicted, real)
 
     def rule_state(self, task: Task, history: Sequence[Step], state: str, action: str) -> str | None:
@@ -338,7 +339,7 @@ class TextWorldDomain(Domain):
     def judge_step(
         self, task: Task, history: Sequence[Step], state: str, action: str, next_state: str
     ) -> StepOutcome | None:
-        """The ending by the task's winning conditions (:func:`~dreamgym_env.domains.textworld_goal.goal_reached`).
+        """The ending by the task's winning conditions (:func:`~dreamgym_env.domains.textworld.goal.goal_reached`).
 
         With a goal to check, the states decide: the step wins exactly when the episode's states meet
         every quest, and loses exactly when they meet the goal's ``lost if:`` line (a fail event),
@@ -346,7 +347,7 @@ class TextWorldDomain(Domain):
         lost.``, or ``Done.`` for a win or loss the states do not show). So a simulated reward is paid only for
         a state that shows the goal met, as in the game, and a policy cannot learn to collect wins the
         model merely claims. Without a goal (the learned setting, a curriculum variant), the quest's
-        instruction is read instead (:func:`~dreamgym_env.domains.textworld_instruction.instruction_goal`):
+        instruction is read instead (:func:`~dreamgym_env.domains.textworld.instruction.instruction_goal`):
         the step wins exactly when it makes the condition of the quest's last command newly true, and a
         claimed win it does not show reads ``Done.``; losses, which an instruction does not describe,
         stay the result line's. An instruction that cannot be read leaves the result line to rule:
