@@ -9,7 +9,7 @@ from typing import Any
 from dreamgym_env._secrets import SpecWithoutSecrets
 from dreamgym_env.config import EnvConfig, merge_overrides
 from dreamgym_env.domains import Domain
-from dreamgym_env.episode import EpisodeEnv
+from dreamgym_env.episode import EpisodeEnv, WorldAttribute
 from dreamgym_env.experience.backends import Backend
 from dreamgym_env.experience.memo import StepMemo
 from dreamgym_env.experience.model import ExperienceModel
@@ -140,35 +140,18 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
             _warn_if_untrained_tasks(self.domain, config.backend.model)
 
     # ------------------------------------------------------------------ the simulated world's parts
-    @property
-    def config(self) -> EnvConfig:
-        """How the model is asked (:class:`EnvConfig`, the ``setting`` included)."""
-        return self.world.config
-
-    @property
-    def backend(self) -> Backend:
-        """The experience model's backend."""
-        return self.world.backend
-
-    @property
-    def experience_model(self) -> ExperienceModel:
-        """Builds each request and reads each answer."""
-        return self.world.experience_model
-
-    @property
-    def retriever(self) -> Retriever | None:
-        """The replay buffer demonstrations come from (and transitions go to), if any."""
-        return self.world.retriever
-
-    @property
-    def step_memo(self) -> StepMemo | None:
-        """The known steps of a deterministic domain, if kept."""
-        return self.world.step_memo
-
-    @property
-    def task_sampler(self) -> TaskSampler:
-        """Where each episode's task comes from (a list, the curriculum)."""
-        return self.world.task_sampler
+    config = WorldAttribute[EnvConfig](
+        "How the model is asked (:class:`EnvConfig`, the ``setting`` included)."
+    )
+    backend = WorldAttribute[Backend]("The experience model's backend.")
+    experience_model = WorldAttribute[ExperienceModel]("Builds each request and reads each answer.")
+    retriever = WorldAttribute[Retriever | None](
+        "The replay buffer demonstrations come from (and transitions go to), if any."
+    )
+    step_memo = WorldAttribute[StepMemo | None]("The known steps of a deterministic domain, if kept.")
+    task_sampler = WorldAttribute[TaskSampler](
+        "Where each episode's task comes from (a list, the curriculum)."
+    )
 
     def close(self) -> None:
         """Send any outcome still queued; release the backend's connections if this env created it."""

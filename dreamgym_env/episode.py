@@ -26,7 +26,7 @@ import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, NoReturn, TypeVar, overload
 
 import gymnasium as gym
 import numpy as np
@@ -53,6 +53,45 @@ _FEEDBACK_CHARS = 1024
 INVALID_ACTION = "[Invalid action]"
 """How the observation of a step whose action was rejected begins."""
 _ECHO_CHARS = 120  # how much of a rejected action an error message repeats
+
+
+_T = TypeVar("_T")
+
+
+class WorldAttribute(Generic[_T]):
+    """A read-only env attribute that is its world's: the world owns the value, the env shows it.
+
+    The named envs are configurations of :class:`EpisodeEnv` around one world, so what a user reads
+    on the env (its tasks, games, backend...) lives on the world; this keeps one place that reads it.
+
+    Args:
+        doc: The attribute's docstring.
+        name: The world's attribute, when it is named differently from the env's.
+    """
+
+    def __init__(self, doc: str, *, name: str | None = None) -> None:
+        self.__doc__ = doc
+        self._world_name = name
+        self._name = name or ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+        self._world_name = self._world_name or name
+
+    @overload
+    def __get__(self, env: None, owner: type | None = None) -> WorldAttribute[_T]: ...
+
+    @overload
+    def __get__(self, env: EpisodeEnv, owner: type | None = None) -> _T: ...
+
+    def __get__(self, env: EpisodeEnv | None, owner: type | None = None) -> WorldAttribute[_T] | _T:
+        if env is None:
+            return self
+        value: _T = getattr(env.world, self._world_name or self._name)
+        return value
+
+    def __set__(self, env: EpisodeEnv, value: _T) -> NoReturn:
+        raise AttributeError(f"{self._name!r} is the world's; it cannot be set on the env")
 
 
 @dataclass(frozen=True)
@@ -248,15 +287,12 @@ class EpisodeEnv(gym.Env[str, str]):
         self._ancestors: tuple[str, ...] = ()
         self._group_id: str | None = None
 
-    @property
-    def source(self) -> Source:
+    source = WorldAttribute[Source](
         """``"sim"`` or ``"real"``: the world's (``info["source"]``, the stored transitions')."""
-        return self.world.source
-
-    @property
-    def supports_snapshots(self) -> bool:
-        """Whether the whole episode is in the env, so :meth:`snapshot` can freeze it (the simulated world's)."""
-        return self.world.supports_snapshots
+    )
+    supports_snapshots = WorldAttribute[bool](
+        "Whether the whole episode is in the env, so :meth:`snapshot` can freeze it (the simulated world's)."
+    )
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(

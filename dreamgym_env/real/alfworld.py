@@ -10,7 +10,7 @@ from typing import Any
 
 from dreamgym_env.domains.alfworld_tasks import alfworld_trial_task_id, parse_alfworld_goal
 from dreamgym_env.domains.textworld.engine import TextGameEngine
-from dreamgym_env.episode import EpisodeEnv
+from dreamgym_env.episode import EpisodeEnv, WorldAttribute
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.mapping import clean_game_text
 from dreamgym_env.records import Task
@@ -158,12 +158,5 @@ class ALFWorldRealEnv(EpisodeEnv):
         engine = ALFWorldEngine(game_files, data_path=data_path, split=split, expert=expert)
         super().__init__(engine.domain, engine, **kwargs)
 
-    @property
-    def game_files(self) -> list[str]:
-        """The games reset draws from."""
-        return self.world.game_files
-
-    @property
-    def expert(self) -> str:
-        """``"planner"`` or ``"handcoded"``: who writes ``info["expert_plan"]``."""
-        return self.world.expert
+    game_files = WorldAttribute[list[str]]("The games reset draws from.")
+    expert = WorldAttribute[str]("""``"planner"`` or ``"handcoded"``: who writes ``info["expert_plan"]``.""")

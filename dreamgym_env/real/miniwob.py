@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from dreamgym_env.domains.miniwob import MiniWoBDomain, miniwob_display_urls, miniwob_task
-from dreamgym_env.episode import EpisodeEnv
+from dreamgym_env.episode import EpisodeEnv, WorldAttribute
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.browser import BrowserGymEngine, BrowserOptions
 from dreamgym_env.real.miniwob_policies import SOLVED_TASKS
@@ -207,25 +207,12 @@ class MiniWoBRealEnv(EpisodeEnv):
         )
         super().__init__(engine.domain, engine, **kwargs)
 
-    @property
-    def tasks(self) -> list[str | Task]:
-        """The tasks reset draws from."""
-        return self.world.tasks
-
-    @property
-    def base_url(self) -> str | None:
-        """Where the pages are (``None``: the loopback server)."""
-        return self.world.base_url
-
-    @property
-    def browser_options(self) -> BrowserOptions:
-        """The browser keywords, validated."""
-        return self.world.browser_options
-
-    @property
-    def last_browsergym_obs(self) -> dict[str, Any]:
-        """BrowserGym's raw observation of the last reset or step (axtree, DOM, screenshot...)."""
-        return self.world.last_browsergym_obs
+    tasks = WorldAttribute[list[str | Task]]("The tasks reset draws from.")
+    base_url = WorldAttribute[str | None]("Where the pages are (``None``: the loopback server).")
+    browser_options = WorldAttribute[BrowserOptions]("The browser keywords, validated.")
+    last_browsergym_obs = WorldAttribute[dict[str, Any]](
+        "BrowserGym's raw observation of the last reset or step (axtree, DOM, screenshot...)."
+    )
 
 
 def record_miniwob_tasks(

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from dreamgym_env.domains.webarena import WebArenaDomain
-from dreamgym_env.episode import EpisodeEnv
+from dreamgym_env.episode import EpisodeEnv, WorldAttribute
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.browser import BrowserGymEngine, BrowserOptions
 from dreamgym_env.records import Task
@@ -174,22 +174,11 @@ class WebArenaRealEnv(EpisodeEnv):
         )
         super().__init__(engine.domain, engine, **kwargs)
 
-    @property
-    def webarena(self) -> WebArenaDomain:
-        """The WebArena domain, with the ``site_urls`` task URLs resolve against."""
-        return self.world.domain
-
-    @property
-    def tasks(self) -> list[Task]:
-        """The tasks reset draws from."""
-        return self.world.tasks
-
-    @property
-    def browser_options(self) -> BrowserOptions:
-        """The browser keywords, validated."""
-        return self.world.browser_options
-
-    @property
-    def last_browsergym_obs(self) -> dict[str, Any]:
-        """BrowserGym's raw observation of the last reset or step (axtree, DOM, screenshot...)."""
-        return self.world.last_browsergym_obs
+    webarena = WorldAttribute[WebArenaDomain](
+        "The WebArena domain, with the ``site_urls`` task URLs resolve against.", name="domain"
+    )
+    tasks = WorldAttribute[list[Task]]("The tasks reset draws from.")
+    browser_options = WorldAttribute[BrowserOptions]("The browser keywords, validated.")
+    last_browsergym_obs = WorldAttribute[dict[str, Any]](
+        "BrowserGym's raw observation of the last reset or step (axtree, DOM, screenshot...)."
+    )

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from dreamgym_env.domains.webshop_tasks import webshop_task_id
-from dreamgym_env.episode import EpisodeEnv
+from dreamgym_env.episode import EpisodeEnv, WorldAttribute
 from dreamgym_env.errors import DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.mapping import parse_webshop_text, webshop_page_to_state
 from dreamgym_env.records import Task
@@ -231,15 +231,8 @@ class WebShopRealEnv(EpisodeEnv):
         )
         super().__init__("webshop", world, **kwargs)
 
-    @property
-    def engine(self) -> WebShopTextEngine:
-        """The WebShop text env, created on first use."""
-        return self.world.engine
-
-    @property
-    def sessions(self) -> list[int | str]:
-        """The sessions reset draws from."""
-        return self.world.sessions
+    engine = WorldAttribute[WebShopTextEngine]("The WebShop text env, created on first use.")
+    sessions = WorldAttribute[list[int | str]]("The sessions reset draws from.")
 
 
 def _display(clickable: str, state: str) -> str:

@@ -33,7 +33,7 @@ from dreamgym_env.domains.textworld.facts import (
     render_world,
     step_result,
 )
-from dreamgym_env.episode import EpisodeEnv
+from dreamgym_env.episode import EpisodeEnv, WorldAttribute
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.mapping import clean_game_text
 from dreamgym_env.records import Task, Transition
@@ -204,10 +204,7 @@ class TextGameEnv(EpisodeEnv):
         engine = TextGameEngine(game_files, domain=domain)
         super().__init__(engine.domain, engine, **kwargs)
 
-    @property
-    def game_files(self) -> list[str]:
-        """The games reset draws from."""
-        return self.world.game_files
+    game_files = WorldAttribute[list[str]]("The games reset draws from.")
 
 
 StateFormat = Literal["facts", "text"]
@@ -331,15 +328,8 @@ class TextWorldRealEnv(EpisodeEnv):
         engine = TextWorldEngine(game_files, state_format=state_format)
         super().__init__(engine.domain, engine, **kwargs)
 
-    @property
-    def game_files(self) -> list[str]:
-        """The games reset draws from."""
-        return self.world.game_files
-
-    @property
-    def state_format(self) -> StateFormat:
-        """``"facts"`` or ``"text"``."""
-        return self.world.state_format
+    game_files = WorldAttribute[list[str]]("The games reset draws from.")
+    state_format = WorldAttribute[StateFormat]("""``"facts"`` or ``"text"``.""")
 
 
 @functools.lru_cache(maxsize=256)
