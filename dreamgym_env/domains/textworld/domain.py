@@ -35,6 +35,7 @@ from dreamgym_env.domains.textworld.facts import (
     Fact,
     render_facts_state,
 )
+from dreamgym_env.domains.textworld.families import family_lost
 from dreamgym_env.domains.textworld.goal import goal_outcome
 from dreamgym_env.domains.textworld.instruction import goal_met, instruction_goal
 from dreamgym_env.domains.textworld.outcomes import step_outcomes, step_pattern
@@ -349,8 +350,11 @@ class TextWorldDomain(Domain):
         model merely claims. Without a goal (the learned setting, a curriculum variant), the quest's
         instruction is read instead (:func:`~dreamgym_env.domains.textworld.instruction.instruction_goal`):
         the step wins exactly when it makes the condition of the quest's last command newly true, and a
-        claimed win it does not show reads ``Done.``; losses, which an instruction does not describe,
-        stay the result line's. An instruction that cannot be read leaves the result line to rule:
+        claimed win it does not show reads ``Done.``. Losses, which an instruction does not describe,
+        follow the rules of the game's challenge family when the task names one (``family``,
+        :func:`~dreamgym_env.domains.textworld.families.family_lost`: a treasure hunter's wrong
+        pickup loses, a claimed loss the rule does not give reads ``Done.``), and stay the result
+        line's otherwise. An instruction that cannot be read leaves the result line to rule:
         ``You won.`` or ``You lost.`` ends the episode. ``None`` for a state that is not canonical
         (prose, or a result line of another form).
         """
@@ -379,16 +383,18 @@ class TextWorldDomain(Domain):
                     parsed.result = result
                     next_state = parsed.render()
         else:
+            states = [step.state for step in history] + [state, next_state]
             target = instruction_goal(task.instruction)
+            result = parsed.result
             if target is not None:
-                states = [step.state for step in history] + [state, next_state]
                 won = goal_met(target, states) and not goal_met(target, states[:-1])
-                result = (
-                    RESULT_WON if won else RESULT_CHANGED if parsed.result == RESULT_WON else parsed.result
-                )
-                if result != parsed.result:
-                    parsed.result = result
-                    next_state = parsed.render()
+                result = RESULT_WON if won else RESULT_CHANGED if result == RESULT_WON else result
+            lost = family_lost(task.metadata.get("family"), task.instruction, states)
+            if lost is not None and not won:
+                result = RESULT_LOST if lost else RESULT_CHANGED if result == RESULT_LOST else result
+            if result != parsed.result:
+                parsed.result = result
+                next_state = parsed.render()
         return StepOutcome(next_state, done=won or parsed.result == RESULT_LOST, success=won)
 
     def initial_state(self, task: Task, rng: np.random.Generator) -> InitialState:

@@ -33,6 +33,7 @@ from dreamgym_env.domains.textworld.facts import (
     render_world,
     step_result,
 )
+from dreamgym_env.domains.textworld.families import game_family
 from dreamgym_env.episode import EpisodeEnv, WorldAttribute
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.mapping import clean_game_text
@@ -123,7 +124,7 @@ class TextGameEngine(EngineWorld):
             task_id=textworld_task_id(game),
             domain=self.domain.name,
             instruction=objective,
-            metadata={"game_file": game},
+            metadata={"game_file": game, **({"family": family} if (family := game_family(game)) else {})},
             source=f"{self.domain.name}:real",
         )
 
