@@ -389,9 +389,9 @@ class TextWorldDomain(Domain):
             if target is not None:
                 won = goal_met(target, states) and not goal_met(target, states[:-1])
                 result = RESULT_WON if won else RESULT_CHANGED if result == RESULT_WON else result
-            lost = family_lost(task.metadata.get("family"), task.instruction, states)
-            if lost is not None and not won:
-                result = RESULT_LOST if lost else RESULT_CHANGED if result == RESULT_LOST else result
+            ruled = family_lost(task.metadata.get("family"), task.instruction, states)
+            if ruled is not None and not won:
+                result = RESULT_LOST if ruled else RESULT_CHANGED if result == RESULT_LOST else result
             if result != parsed.result:
                 parsed.result = result
                 next_state = parsed.render()
