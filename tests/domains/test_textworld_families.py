@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from dreamgym_env.domains import get_domain
-from dreamgym_env.domains.textworld.families import family_lost, game_family, has_loss_rule
+from dreamgym_env.domains.textworld.families import chain_map, family_lost, game_family, has_loss_rule
 from dreamgym_env.records import Step, Task
 
 HUNT = (
@@ -107,3 +108,21 @@ def test_a_learned_dream_pays_and_ends_the_familys_loss_whatever_the_model_wrote
     unknown = _judge(None, before, "take fly larva", wrong.replace("Done.", "You lost.", 1))
     assert unknown is not None and unknown.done and unknown.next_state.startswith("You lost.\n")
     assert not _judge(None, before, "take fly larva", wrong).done
+
+
+def test_a_coin_collectors_dream_enters_dead_ends_off_the_walkthrough() -> None:
+    assert chain_map("tw-coin_collector") and not chain_map("tw-treasure_hunter") and not chain_map(None)
+    coins = "First, head east. And then, pick up the coin from the floor of the attic. That's it!"
+    start = "Room: cellar\nExits: east, south\nHere: nothing\nCarrying: nothing\n\nYour task is to: " + coins
+
+    def pattern(family: str | None) -> str:
+        metadata = {"family": family} if family else {}
+        task = Task(task_id="t", domain="textworld", instruction=coins, metadata=metadata)
+        found = get_domain("textworld").answer_pattern(task, [], start, "go south")
+        assert found is not None
+        return found
+
+    two_ways = "Done.\nRoom: pantry\nExits: north, west\nHere: nothing"
+    assert re.fullmatch(pattern(None), two_ways)
+    assert not re.fullmatch(pattern("tw-coin_collector"), two_ways)
+    assert re.fullmatch(pattern("tw-coin_collector"), "Done.\nRoom: pantry\nExits: north\nHere: nothing")

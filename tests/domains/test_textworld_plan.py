@@ -150,3 +150,37 @@ def test_an_opened_container_shows_a_thing_or_two() -> None:
     assert re.fullmatch(pattern, "Done.\nHere: box (open, holds: apple, fork)")
     assert not re.fullmatch(pattern, "Done.\nHere: box (open, holds: apple, fork, apple, fork)")
     assert not re.fullmatch(pattern, "Done.\nHere: box (open, holds: nothing)")
+
+
+COINS = (
+    "First, head east. Then, travel north. And then, pick up the coin from the floor of the attic. That's it!"
+)
+END = "Room: cellar\nExits: east\nHere: nothing\nCarrying: nothing"
+
+
+def test_in_a_chain_the_walkthroughs_rooms_list_only_the_way_back_and_on() -> None:
+    reveal = reveal_needs(COINS, [END], dream_layout([END], []), "go east", chain=True)
+    assert reveal.room is not None and reveal.extra_exits == 0
+    pattern = step_pattern(END, "go east", "", [], reveal=reveal)
+    assert pattern is not None
+    assert re.fullmatch(pattern, "Done.\nRoom: hall\nExits: north, west\nHere: nothing")
+    assert not re.fullmatch(pattern, "Done.\nRoom: hall\nExits: north, south, west\nHere: nothing")
+    # A first room with an exit off the walkthrough: the game hangs dead ends off its chain.
+    forked = END.replace("Exits: east", "Exits: east, south")
+    branching = reveal_needs(COINS, [forked], dream_layout([forked], []), "go east", chain=True)
+    assert branching.extra_exits == 1
+    # Not a chain: any number.
+    assert reveal_needs(COINS, [END], dream_layout([END], []), "go east").extra_exits is None
+
+
+def test_in_a_chain_a_room_off_the_walkthrough_is_a_dead_end() -> None:
+    forked = END.replace("Exits: east", "Exits: east, south")
+    reveal = reveal_needs(COINS, [forked], dream_layout([forked], []), "go south", chain=True)
+    assert reveal.room is None and reveal.extra_exits == 0
+    pattern = step_pattern(forked, "go south", "", [], reveal=reveal)
+    assert pattern is not None
+    assert re.fullmatch(pattern, "Done.\nRoom: pantry\nExits: north\nHere: nothing")
+    assert not re.fullmatch(pattern, "Done.\nRoom: pantry\nExits: north, west\nHere: nothing")
+    # An instruction that names no move: nothing to be off, the room is free.
+    free = reveal_needs("Pick up the coin.", [forked], dream_layout([forked], []), "go south", chain=True)
+    assert free.extra_exits is None

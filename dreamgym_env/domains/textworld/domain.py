@@ -35,7 +35,7 @@ from dreamgym_env.domains.textworld.facts import (
     Fact,
     render_facts_state,
 )
-from dreamgym_env.domains.textworld.families import family_lost
+from dreamgym_env.domains.textworld.families import chain_map, family_lost
 from dreamgym_env.domains.textworld.goal import goal_outcome
 from dreamgym_env.domains.textworld.instruction import goal_met, instruction_goal
 from dreamgym_env.domains.textworld.outcomes import step_outcomes, step_pattern
@@ -293,9 +293,12 @@ class TextWorldDomain(Domain):
         """The form of a revealing step's answer (:func:`~dreamgym_env.domains.textworld.outcomes.step_pattern`).
 
         A new room with the way back among its exits; a container opened and holding something or empty.
+        In a family whose maps are a chain (:func:`~dreamgym_env.domains.textworld.families.chain_map`),
+        a room off the walkthrough is a dead end.
         """
         world, whole, seen = _layout(task, history, state)
-        reveal = None if whole else reveal_needs(task.instruction, (*seen, state), world, action)
+        chain = chain_map(task.metadata.get("family"))
+        reveal = None if whole else reveal_needs(task.instruction, (*seen, state), world, action, chain=chain)
         return step_pattern(state, action, world, seen, whole_layout=whole, reveal=reveal)
 
     def state_answer(self, state: str, next_state: str) -> str:

@@ -1,4 +1,4 @@
-"""The published rules of TextWorld's challenge families, which decide a learned dream's losses.
+"""The published rules of TextWorld's challenge families: a learned dream's losses, and a chain's dead ends.
 
 A game made by one of TextWorld's challenges (``tw-make tw-treasure_hunter``, ``tw-coin_collector``,
 ``tw-simple``) follows its family's rules, as the challenge documents them: in the treasure hunter
@@ -83,6 +83,21 @@ _RULES: dict[str, Callable[[str, CanonicalState, CanonicalState], bool]] = {
     "tw-simple": _quest_food_eaten,
     "tw-coin_collector": lambda instruction, before, now: False,
 }
+
+
+_CHAINS = frozenset({"tw-coin_collector"})
+"""Families whose map is a chain of the walkthrough's rooms, any other room a dead end off it."""
+
+
+def chain_map(family: object) -> bool:
+    """Whether ``family``'s maps are a chain along the walkthrough with dead ends off it.
+
+    The coin collector's, as its challenge documents: the rooms of the quest in a line, the coin at the
+    far end, and any distractor room a dead end. A learned dream of such a game enters a dead end
+    off the walkthrough (:func:`~dreamgym_env.domains.textworld.plan.reveal_needs`), rather than a
+    map that goes on without end and leads a wandering agent ever further from the coin.
+    """
+    return isinstance(family, str) and family in _CHAINS
 
 
 def has_loss_rule(family: object) -> bool:

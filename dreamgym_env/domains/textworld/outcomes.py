@@ -302,14 +302,17 @@ def _door(need: tuple[str, str] | None) -> str:
     return re.escape(f" ({need[0]}: {need[1]})")
 
 
-def _exits_with(required: dict[str, tuple[str, str] | None]) -> str:
+def _exits_with(required: dict[str, tuple[str, str] | None], extra: int | None = None) -> str:
     """The ``Exits`` listings that include the ``required`` directions (with their doors, when given).
 
-    Each direction once, in TextWorld's order; any other direction may be listed, with a door or not.
+    Each direction once, in TextWorld's order; up to ``extra`` other directions (any, when ``None``)
+    may be listed, with a door or not.
     """
     others = [d for d in _DIRECTIONS if d not in required]
     listings = []
     for mask in range(2 ** len(others)):
+        if extra is not None and mask.bit_count() > extra:
+            continue
         chosen = {d for i, d in enumerate(others) if mask >> i & 1} | set(required)
         listings.append(", ".join(f"{d}{_door(required.get(d))}" for d in _DIRECTIONS if d in chosen))
     return "(" + "|".join(listings) + ")"
@@ -365,7 +368,8 @@ def _room(back: str, reveal: Reveal) -> str:
     exits = {**needs.exits, back: needs.exits.get(back)}
     things = {thing: _thing(thing, needs.things[thing]) for thing in sorted(needs.things)}
     held = frozenset(h for need in needs.things.values() for h in need.holds)
-    return rf"Room: {name}\nExits: {_exits_with(exits)}\nHere: {_listing_with(things, held)}"
+    listed = _exits_with(exits, reveal.extra_exits)
+    return rf"Room: {name}\nExits: {listed}\nHere: {_listing_with(things, held)}"
 
 
 def step_pattern(

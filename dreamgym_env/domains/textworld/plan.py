@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dreamgym_env.domains.textworld.instruction import Goal, command_goal
-from dreamgym_env.domains.textworld.state import _OPPOSITE, layout_of, parse_state
+from dreamgym_env.domains.textworld.state import _OPPOSITE, exits_of, layout_of, parse_state
 
 # The move sentences of TextWorld's instruction grammar: "venture west", "go to the west", "take a trip
 # west", "make an effort to travel north"...: a verb of motion and a direction that ends the sentence.
@@ -103,12 +103,15 @@ class Reveal:
     """What one revealing step must keep: the room it enters, or what the container it opens holds.
 
     ``avoid`` are the names a new room must not take: rooms the episode showed, and rooms the
-    instruction places elsewhere.
+    instruction places elsewhere. ``extra_exits``: how many exits a new room may list besides the ones
+    it needs (the way back, the walkthrough's way on); ``None``: any number. A room off the
+    walkthrough with none is a dead end.
     """
 
     room: RoomNeeds | None = None
     contents: tuple[str, ...] = ()
     avoid: frozenset[str] = frozenset()
+    extra_exits: int | None = None
 
 
 _BEFORE = {"open": "closed", "unlocked": "locked", "closed": "open", "locked": "closed"}
@@ -174,7 +177,9 @@ def _place_goals(node: _Node) -> None:
             thing.state = "open"
 
 
-def reveal_needs(instruction: str, states: Sequence[str], world: str, action: str) -> Reveal:
+def reveal_needs(
+    instruction: str, states: Sequence[str], world: str, action: str, *, chain: bool = False
+) -> Reveal:
     """What the step ``action`` after ``states`` (the episode's, first to current) must show.
 
     ``world`` is the layout the episode has shown (:func:`~.state.dream_layout`). The
@@ -183,6 +188,11 @@ def reveal_needs(instruction: str, states: Sequence[str], world: str, action: st
     move enters the next walkthrough room: its needs. Opening a container in a walkthrough room
     from which the text takes things: those things. Any other step needs only that a new room take a
     new name.
+
+    With ``chain`` (the family's maps are the walkthrough's rooms in a line, any other room a dead end
+    off it) and an instruction that spells out the moves, a room off the walkthrough is a dead end,
+    and the walkthrough's rooms list no exit besides the way back and the way on unless the first
+    room showed one (the game hangs dead ends off its chain).
     """
     shown = [p.lines["Room"] for p in map(parse_state, states) if p is not None]
     if not shown:
@@ -200,9 +210,13 @@ def reveal_needs(instruction: str, states: Sequence[str], world: str, action: st
     avoid = frozenset(shown) | named
     frontier = len(rooms) - 1
     on_the_way = frontier + 1 < len(nodes) and here == rooms[frontier]
+    chained = chain and any(node.leave for node in nodes)
     if on_the_way and action == f"go {nodes[frontier].leave}":
         needs = nodes[frontier + 1].needs
-        return Reveal(room=needs, avoid=avoid - {needs.name})
+        first = parse_state(states[0])
+        branches = first is not None and len(exits_of(first.lines["Exits"])) > 1
+        extra = (1 if branches else 0) if chained else None
+        return Reveal(room=needs, avoid=avoid - {needs.name}, extra_exits=extra)
     if action.startswith("open "):
         name = action[len("open ") :]
         taken = [
@@ -212,4 +226,4 @@ def reveal_needs(instruction: str, states: Sequence[str], world: str, action: st
             for thing in node.needs.things.get(name, ThingNeed("")).holds
         ]
         return Reveal(contents=tuple(dict.fromkeys(taken)), avoid=avoid)
-    return Reveal(avoid=avoid)
+    return Reveal(avoid=avoid, extra_exits=0 if chained and action.startswith("go ") else None)
