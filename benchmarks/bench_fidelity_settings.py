@@ -307,6 +307,20 @@ def play_dream(
     return list(zip(episodes, answered, strict=True))
 
 
+def paired_difference(pairs: Sequence[tuple[bool, bool]]) -> dict[str, Any] | None:
+    """Mean of ``dream - real`` over paired episodes, with a 95% interval (normal approximation, sample sd).
+
+    The random policy's success in the dream is within a margin of the game's when the whole interval
+    is; two means whose intervals touch tell nothing.
+    """
+    if len(pairs) < 2:
+        return None
+    differences = [float(d) - float(r) for d, r in pairs]
+    mean = statistics.mean(differences)
+    half = statistics.NormalDist().inv_cdf(0.975) * statistics.stdev(differences) / len(differences) ** 0.5
+    return {"n": len(differences), "mean": mean, "ci95": [mean - half, mean + half]}
+
+
 def episode_seed(game: int, episode: int) -> int:
     """The random policy's seed of one episode, the same in the dream and the real game (paired episodes).
 
@@ -334,6 +348,13 @@ def play_real_random(game: str, episodes: int, max_steps: int, index: int) -> li
 
 def _cell(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _difference(difference: dict[str, Any] | None) -> str:
+    if not difference:
+        return "-"
+    low, high = difference["ci95"]
+    return f"{difference['mean']:+.2f} ({low:+.2f}, {high:+.2f})"
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -378,8 +399,9 @@ def markdown(result: dict[str, Any]) -> str:
     lines += [
         "",
         "| game family | walkthrough paid (privileged / learned) | random success: real | dream, privileged "
-        "| dream, learned | paired episodes ending alike (privileged / learned) | learned revisits contradicted |",
-        "|---|---|---|---|---|---|---|",
+        "| dream, learned | learned minus real (95% interval) | paired episodes ending alike "
+        "(privileged / learned) | learned revisits contradicted |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for family in FAMILIES:
         priv, learned = (settings[s]["random_policy"][family] for s in SETTINGS)
@@ -387,7 +409,8 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(
             f"| {family} | {_cell(priv['walkthrough_paid'], 2)} / {_cell(learned['walkthrough_paid'], 2)} "
             f"| {_cell(priv['random_success_real'], 2)} | {_cell(priv['random_success_dream'], 2)} "
-            f"| {_cell(learned['random_success_dream'], 2)} | {alike} "
+            f"| {_cell(learned['random_success_dream'], 2)} | {_difference(learned.get('random_success_difference'))} "
+            f"| {alike} "
             f"| {learned['contradictions']} of {learned['revisits']} |"
         )
     shares = [
@@ -581,6 +604,8 @@ def play_settings(
                 "random_episodes": len(dream),
                 # Paired episodes (one seed in both): how often the dream ended as the game did.
                 "random_same_outcome": statistics.mean(d == r for d, r in pairs) if pairs else None,
+                # Dream minus real success over the paired episodes, with its 95% interval.
+                "random_success_difference": paired_difference(pairs),
                 "answered_by": dict(answered),
                 "revisits": sum(r for r, _ in revisits),
                 "contradictions": sum(b for _, b in revisits),

@@ -350,6 +350,7 @@ class Runner:
         if answered.counts:  # who answered the phase's simulated steps
             phase["answered_by"] = dict(sorted(answered.counts.items()))
             phase["model_share"] = model_share(answered.counts)
+            phase["model_share_by_rollout"] = [round(model_share(c), 4) for c in answered.rollouts if c]
             print(f"  [{label} seed {seed}] answered by: {phase['answered_by']}", flush=True)
         if memo0 is not None and self.memo is not None:  # how the phase's simulated steps were answered
             now = self.memo.stats()

@@ -259,16 +259,24 @@ class AnsweredByCounter(BaseCallback):
 
     ``model``, ``chosen``, ``memo``, ``replay``, ``rule``...: a claim about the experience model rests on
     the steps it answered, so a training run reports them. Pass it to ``learn(callback=...)``; read
-    :attr:`counts` after. Steps of real envs carry no ``answered_by`` and are not counted.
+    :attr:`counts` after, and :attr:`rollouts` for each rollout's own counts (as the policy learns,
+    it asks for other steps). Steps of real envs carry no ``answered_by`` and are not counted.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.counts: dict[str, int] = {}
+        self.rollouts: list[dict[str, int]] = []
+        self._rollout: dict[str, int] = {}
 
     def _on_step(self) -> bool:
         for info in self.locals.get("infos", ()):
             who = info.get("answered_by")
             if who is not None:
                 self.counts[str(who)] = self.counts.get(str(who), 0) + 1
+                self._rollout[str(who)] = self._rollout.get(str(who), 0) + 1
         return True
+
+    def _on_rollout_end(self) -> None:
+        self.rollouts.append(dict(sorted(self._rollout.items())))
+        self._rollout = {}
