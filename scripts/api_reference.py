@@ -28,7 +28,6 @@ MODULES: tuple[str, ...] = (
     "dreamgym_env.distributed",
     "dreamgym_env.domains.alfworld",
     "dreamgym_env.domains.webarena",
-    "dreamgym_env.domains.webshop",
     "dreamgym_env.experience.backends.openai_http",
     "dreamgym_env.experience.backends.recording",
     "dreamgym_env.experience.memo",

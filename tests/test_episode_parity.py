@@ -44,7 +44,7 @@ def alfworld_games(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 
 def _webshop(_: pytest.FixtureRequest, **kw: Any) -> EpisodeEnv:
-    from dreamgym_env.real.webshop import WebShopRealEnv
+    from dreamgym_env.domains.webshop.engine import WebShopRealEnv
 
     return WebShopRealEnv(FakeWebShop(), **kw)
 
@@ -142,7 +142,7 @@ def test_sim_and_real_pass_check_env(pair: tuple[EpisodeEnv, EpisodeEnv, str]) -
 
 def test_long_states_are_cut_at_the_same_end_in_sim_and_real() -> None:
     """Both keep a state's head (page header, room, task) and drop its tail; the feedback never cuts it."""
-    from dreamgym_env.real.webshop import WebShopRealEnv
+    from dreamgym_env.domains.webshop.engine import WebShopRealEnv
 
     full_sim, _ = DreamGymEnv("webshop", backend="scripted").reset(seed=0)
     full_real, _ = WebShopRealEnv(FakeWebShop()).reset(seed=0)

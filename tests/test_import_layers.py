@@ -59,6 +59,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             # A domain package's real engine and the games it builds sit with the other envs.
             "dreamgym_env.domains.textworld.engine",
             "dreamgym_env.domains.textworld.suite",
+            "dreamgym_env.domains.webshop.engine",
             "dreamgym_env.env",
             "dreamgym_env.real",
             "dreamgym_env.rollout",

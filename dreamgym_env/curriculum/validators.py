@@ -121,7 +121,7 @@ def check_phrase(text: str) -> str | None:
 
 def validate_webshop(task: Task) -> str | None:
     """WebShop: attributes and options stated in the instruction, a plausible price limit, known category."""
-    from dreamgym_env.domains.webshop_tasks import OPTIONS_KEY, parse_price_upper
+    from dreamgym_env.domains.webshop.tasks import OPTIONS_KEY, parse_price_upper
 
     meta = task.metadata
     problem = _string_list(meta.get("attributes"), "attributes", 1, 6) or _string_list(
