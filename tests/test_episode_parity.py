@@ -56,7 +56,7 @@ def _textworld(request: pytest.FixtureRequest, **kw: Any) -> EpisodeEnv:
 
 
 def _alfworld(request: pytest.FixtureRequest, **kw: Any) -> EpisodeEnv:
-    from dreamgym_env.real.alfworld import ALFWorldRealEnv
+    from dreamgym_env.domains.alfworld.engine import ALFWorldRealEnv
 
     return ALFWorldRealEnv(request.getfixturevalue("alfworld_games"), **kw)
 

@@ -57,6 +57,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "dreamgym_env.agent_chat",
             # A domain package's real engine and the games it builds sit with the other envs.
+            "dreamgym_env.domains.alfworld.engine",
             "dreamgym_env.domains.textworld.engine",
             "dreamgym_env.domains.textworld.suite",
             "dreamgym_env.domains.webshop.engine",

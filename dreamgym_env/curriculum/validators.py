@@ -283,7 +283,7 @@ _SURFACES = frozenset(
 def validate_alfworld(task: Task) -> str | None:
     """ALFWorld: a known task type with an object and receptacle that fit it, in a room that can exist."""
     from dreamgym_env.domains.alfworld import LAMP_STANDS, LAMPS, ROOM_RECEPTACLES
-    from dreamgym_env.domains.alfworld_tasks import ALFWORLD_TASK_TYPES, ALFWORLD_TOOLS, parse_alfworld_goal
+    from dreamgym_env.domains.alfworld.tasks import ALFWORLD_TASK_TYPES, ALFWORLD_TOOLS, parse_alfworld_goal
 
     meta = task.metadata
     task_type = meta.get("task_type")

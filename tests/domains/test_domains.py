@@ -12,7 +12,7 @@ import pytest
 
 from dreamgym_env.domains import BUILTIN_DOMAINS, get_domain, load_entry_point
 from dreamgym_env.domains.alfworld import ALFWorldDomain
-from dreamgym_env.domains.alfworld_tasks import (
+from dreamgym_env.domains.alfworld.tasks import (
     ALFWORLD_TASK_TYPES,
     load_alfworld_react_tasks,
     load_alfworld_traj_data,
@@ -595,8 +595,8 @@ def test_real_textworld_tasks_use_the_domains_task_id_and_make_valid_variants(tm
 
 
 def test_an_alfworld_trial_has_one_task_id_for_its_traj_data_and_its_real_game(tmp_path):
-    from dreamgym_env.domains.alfworld_tasks import alfworld_trial_task_id
-    from dreamgym_env.real.alfworld import ALFWorldEngine
+    from dreamgym_env.domains.alfworld.engine import ALFWorldEngine
+    from dreamgym_env.domains.alfworld.tasks import alfworld_trial_task_id
 
     trial = tmp_path / "pick_and_place_simple-Mug-None-Desk-308" / "trial_T20190908_100000_000001"
     trial.mkdir(parents=True)
@@ -713,6 +713,8 @@ def test_the_textworld_package_keeps_the_old_import_paths():
 
 # A domain package's modules and the former module each stands for (kept as a re-export).
 FORMER_MODULES = {
+    "dreamgym_env.domains.alfworld.engine": "dreamgym_env.real.alfworld",
+    "dreamgym_env.domains.alfworld.tasks": "dreamgym_env.domains.alfworld_tasks",
     "dreamgym_env.domains.webshop.engine": "dreamgym_env.real.webshop",
     "dreamgym_env.domains.webshop.tasks": "dreamgym_env.domains.webshop_tasks",
 }
@@ -737,7 +739,7 @@ def test_a_domain_packages_former_module_paths_name_the_same_objects(new_name, o
     assert getattr(old, "__all__", None) == getattr(new, "__all__", None)
 
 
-@pytest.mark.parametrize("name", ["webshop"])
+@pytest.mark.parametrize("name", ["alfworld", "webshop"])
 def test_a_domain_packages_real_entry_point_is_its_former_class(name):
     import importlib
 
