@@ -715,6 +715,10 @@ def test_the_textworld_package_keeps_the_old_import_paths():
 FORMER_MODULES = {
     "dreamgym_env.domains.alfworld.engine": "dreamgym_env.real.alfworld",
     "dreamgym_env.domains.alfworld.tasks": "dreamgym_env.domains.alfworld_tasks",
+    "dreamgym_env.domains.miniwob.curriculum": "dreamgym_env.curriculum.miniwob",
+    "dreamgym_env.domains.miniwob.domain": "dreamgym_env.domains.miniwob",
+    "dreamgym_env.domains.miniwob.engine": "dreamgym_env.real.miniwob",
+    "dreamgym_env.domains.miniwob.policies": "dreamgym_env.real.miniwob_policies",
     "dreamgym_env.domains.webshop.engine": "dreamgym_env.real.webshop",
     "dreamgym_env.domains.webshop.tasks": "dreamgym_env.domains.webshop_tasks",
 }
@@ -739,7 +743,7 @@ def test_a_domain_packages_former_module_paths_name_the_same_objects(new_name, o
     assert getattr(old, "__all__", None) == getattr(new, "__all__", None)
 
 
-@pytest.mark.parametrize("name", ["alfworld", "webshop"])
+@pytest.mark.parametrize("name", ["alfworld", "miniwob", "webshop"])
 def test_a_domain_packages_real_entry_point_is_its_former_class(name):
     import importlib
 
