@@ -62,7 +62,7 @@ def _alfworld(request: pytest.FixtureRequest, **kw: Any) -> EpisodeEnv:
 
 
 def _webarena(request: pytest.FixtureRequest, **kw: Any) -> EpisodeEnv:
-    from dreamgym_env.real.webarena import WebArenaRealEnv
+    from dreamgym_env.domains.webarena.engine import WebArenaRealEnv
 
     return WebArenaRealEnv(start_url=request.getfixturevalue("page_url"), goal="Show the answer", **kw)
 

@@ -61,6 +61,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "dreamgym_env.domains.miniwob.engine",
             "dreamgym_env.domains.textworld.engine",
             "dreamgym_env.domains.textworld.suite",
+            "dreamgym_env.domains.webarena.engine",
             "dreamgym_env.domains.webshop.engine",
             "dreamgym_env.env",
             "dreamgym_env.real",

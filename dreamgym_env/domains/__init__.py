@@ -113,7 +113,7 @@ def _builtin(
 BUILTIN_DOMAINS: dict[str, BuiltinDomain] = {
     "webshop": _builtin("webshop", "WebShop", max_steps=15, nondeterministic=True, package=True),
     "alfworld": _builtin("alfworld", "ALFWorld", max_steps=50, package=True),
-    "webarena": _builtin("webarena", "WebArena", max_steps=30, nondeterministic=True),
+    "webarena": _builtin("webarena", "WebArena", max_steps=30, nondeterministic=True, package=True),
     "miniwob": _builtin(
         "miniwob", "MiniWoB", max_steps=10, curriculum="dreamgym_env.domains.miniwob.curriculum", package=True
     ),

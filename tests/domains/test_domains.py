@@ -20,7 +20,7 @@ from dreamgym_env.domains.alfworld.tasks import (
     parse_alfworld_goal,
 )
 from dreamgym_env.domains.webarena import WebArenaDomain
-from dreamgym_env.domains.webarena_tasks import load_webarena_tasks
+from dreamgym_env.domains.webarena.tasks import load_webarena_tasks
 from dreamgym_env.domains.webshop import WebShopDomain
 from dreamgym_env.domains.webshop.tasks import load_webshop_goals
 from dreamgym_env.errors import DataFormatError, DomainError
@@ -719,6 +719,8 @@ FORMER_MODULES = {
     "dreamgym_env.domains.miniwob.domain": "dreamgym_env.domains.miniwob",
     "dreamgym_env.domains.miniwob.engine": "dreamgym_env.real.miniwob",
     "dreamgym_env.domains.miniwob.policies": "dreamgym_env.real.miniwob_policies",
+    "dreamgym_env.domains.webarena.engine": "dreamgym_env.real.webarena",
+    "dreamgym_env.domains.webarena.tasks": "dreamgym_env.domains.webarena_tasks",
     "dreamgym_env.domains.webshop.engine": "dreamgym_env.real.webshop",
     "dreamgym_env.domains.webshop.tasks": "dreamgym_env.domains.webshop_tasks",
 }
@@ -743,7 +745,7 @@ def test_a_domain_packages_former_module_paths_name_the_same_objects(new_name, o
     assert getattr(old, "__all__", None) == getattr(new, "__all__", None)
 
 
-@pytest.mark.parametrize("name", ["alfworld", "miniwob", "webshop"])
+@pytest.mark.parametrize("name", ["alfworld", "miniwob", "webarena", "webshop"])
 def test_a_domain_packages_real_entry_point_is_its_former_class(name):
     import importlib
 

@@ -174,7 +174,7 @@ class MiniWoBRealEnv(EpisodeEnv):
     ``base_url``: where the pages are (default: a loopback server, :func:`serve_miniwob`).
     Browser keywords (``executable_path``, ``chromium_flags``, ``headless``, ``visible_only``,
     ``state_mapper``, ``browser_kwargs``: :class:`~dreamgym_env.real.browser.BrowserOptions`) and
-    recording (``record_dir``) as :class:`~dreamgym_env.real.webarena.WebArenaRealEnv`.
+    recording (``record_dir``) as :class:`~dreamgym_env.domains.webarena.engine.WebArenaRealEnv`.
     Reset options: ``{"task": "click-button" or Task, "page_seed": int}`` (the page seed is otherwise
     drawn from the env's RNG).
 
