@@ -501,7 +501,7 @@ def spread_markdown(result: dict[str, Any]) -> str:
 
     n = len(result["runs"])
     lines = [
-        f"| figure ({n} runs: median [range]) | privileged | learned |",
+        f"| figure ({n} run{'s' if n != 1 else ''}: median [range]) | privileged | learned |",
         "|---|---|---|",
         *[f"| {label} | {cell('privileged', key)} | {cell('learned', key)} |" for key, label in _SPREAD_ROWS],
         "",

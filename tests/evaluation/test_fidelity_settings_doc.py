@@ -15,6 +15,7 @@ def test_the_docs_quote_the_committed_settings_result() -> None:
         "fidelity_textworld_settings_learned.json",
         "fidelity_textworld_guided_learned.json",
         "fidelity_textworld_guided_plan.json",
+        "fidelity_textworld_families.json",
     ):
         result = json.loads((ROOT / "docs" / "results" / name).read_text(encoding="utf-8"))
         assert set(result["settings"]) == {"learned", "privileged"}
@@ -38,3 +39,18 @@ def test_the_docs_quote_the_learned_training_runs_share() -> None:
     assert result["setting"] == "learned" and sum(result["answered_by"].values()) == result["sim_steps"]
     docs = (ROOT / "docs" / "experience_model.md").read_text(encoding="utf-8")
     assert f"the model decided {result['model_share']:.2f} of the steps" in docs
+
+
+def test_the_random_policys_difference_is_paired_and_its_interval_holds_the_mean() -> None:
+    bench = load_script("benchmarks/bench_fidelity_settings.py")
+    assert bench.paired_difference([(True, True)]) is None  # one pair: no interval
+    alike = bench.paired_difference([(True, True), (False, False)] * 4)
+    assert alike == {"n": 8, "mean": 0.0, "ci95": [0.0, 0.0]}
+    worse = bench.paired_difference([(False, True), (True, True), (False, False), (False, True)])
+    low, high = worse["ci95"]
+    assert worse["mean"] == -0.5 and low < -0.5 < high < 0.5
+    result = json.loads((ROOT / "docs" / "results" / "fidelity_textworld_families.json").read_text())
+    for row in result["settings"]["learned"]["random_policy"].values():
+        difference = row["random_success_difference"]
+        assert difference["n"] == row["random_episodes"]
+        assert abs(difference["mean"] - (row["random_success_dream"] - row["random_success_real"])) < 1e-9
