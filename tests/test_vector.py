@@ -348,3 +348,27 @@ def test_a_failed_single_step_restores_the_env_rng():
     clean.step("go[1]")
     assert after_retry == [clean.step("go[2]")[0], clean.step("go[3]")[0]]
     assert [r.seed for r in env.backend.requests[-2:]] == [r.seed for r in clean.backend.requests[-2:]]
+
+
+def _toy_env_with_a_buffer():
+    from dreamgym_env.buffer import ReplayBuffer
+
+    return DreamGymEnv(ToyDomain(), backend=ScriptedBackend(), retriever=ReplayBuffer())
+
+
+def test_async_vector_env_pickles_factories_so_an_env_holding_a_buffer_runs_in_spawned_workers():
+    """An env with a replay buffer (an open database, locks) does not pickle, and Gymnasium's
+    ``AsyncVectorEnv`` never asks it to: the factories travel, and each worker makes its own env."""
+    import pickle
+
+    from gymnasium.vector import AsyncVectorEnv
+
+    with pytest.raises(TypeError, match="RLock|sqlite3.Connection"):
+        pickle.dumps(_toy_env_with_a_buffer().unwrapped)
+    envs = AsyncVectorEnv([_toy_env_with_a_buffer] * 2, context="spawn")
+    try:
+        _, infos = envs.reset(seed=0)
+        envs.step(["go[1]", "go[2]"])
+    finally:
+        envs.close()
+    assert len(set(infos["episode_id"])) == 2
