@@ -715,7 +715,7 @@ class EpisodeEnv(gym.Env[str, str]):
             reasoning=outcome.reasoning if self.source == "sim" else None,
             prev_admissible_actions=self._admissible,
             admissible_actions=outcome.admissible_actions,
-            task_metadata=self.domain.hidden_facts(self._task),
+            task_metadata=self.domain.stored_task_metadata(self._task),
             metadata=self._episode_tags(),
         )
 

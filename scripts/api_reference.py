@@ -26,9 +26,6 @@ OUTPUT = ROOT / "docs" / "api.md"
 MODULES: tuple[str, ...] = (
     "dreamgym_env.rollout",
     "dreamgym_env.distributed",
-    "dreamgym_env.domains.alfworld",
-    "dreamgym_env.domains.webarena",
-    "dreamgym_env.domains.webshop",
     "dreamgym_env.experience.backends.openai_http",
     "dreamgym_env.experience.backends.recording",
     "dreamgym_env.experience.memo",

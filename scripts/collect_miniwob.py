@@ -2,7 +2,7 @@
 
 Plays the packaged task pages (``dreamgym_env/domains/data/miniwob_tasks.jsonl``) in
 ``DreamGym/MiniWoB-Real-v0``: per page one scripted episode (``miniwob_policies.solution``) and
-``--random-episodes`` episodes of :func:`~dreamgym_env.real.miniwob_policies.random_action`, and
+``--random-episodes`` episodes of :func:`~dreamgym_env.domains.miniwob.policies.random_action`, and
 stores every transition in a SQLite buffer for ``dreamgym build-sft`` / ``eval-fidelity``. Prints
 (and writes to ``<out>/collection.json``) each policy's success rate on the real pages.
 
@@ -21,8 +21,8 @@ import numpy as np
 
 from dreamgym_env.buffer import ReplayBuffer
 from dreamgym_env.domains.miniwob import load_miniwob_tasks
+from dreamgym_env.domains.miniwob.policies import SOLVED_TASKS, random_action, solution
 from dreamgym_env.real import register_real_envs
-from dreamgym_env.real.miniwob_policies import SOLVED_TASKS, random_action, solution
 from dreamgym_env.records import Task, Transition
 
 

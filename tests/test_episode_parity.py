@@ -44,7 +44,7 @@ def alfworld_games(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 
 def _webshop(_: pytest.FixtureRequest, **kw: Any) -> EpisodeEnv:
-    from dreamgym_env.real.webshop import WebShopRealEnv
+    from dreamgym_env.domains.webshop.engine import WebShopRealEnv
 
     return WebShopRealEnv(FakeWebShop(), **kw)
 
@@ -56,13 +56,13 @@ def _textworld(request: pytest.FixtureRequest, **kw: Any) -> EpisodeEnv:
 
 
 def _alfworld(request: pytest.FixtureRequest, **kw: Any) -> EpisodeEnv:
-    from dreamgym_env.real.alfworld import ALFWorldRealEnv
+    from dreamgym_env.domains.alfworld.engine import ALFWorldRealEnv
 
     return ALFWorldRealEnv(request.getfixturevalue("alfworld_games"), **kw)
 
 
 def _webarena(request: pytest.FixtureRequest, **kw: Any) -> EpisodeEnv:
-    from dreamgym_env.real.webarena import WebArenaRealEnv
+    from dreamgym_env.domains.webarena.engine import WebArenaRealEnv
 
     return WebArenaRealEnv(start_url=request.getfixturevalue("page_url"), goal="Show the answer", **kw)
 
@@ -142,7 +142,7 @@ def test_sim_and_real_pass_check_env(pair: tuple[EpisodeEnv, EpisodeEnv, str]) -
 
 def test_long_states_are_cut_at_the_same_end_in_sim_and_real() -> None:
     """Both keep a state's head (page header, room, task) and drop its tail; the feedback never cuts it."""
-    from dreamgym_env.real.webshop import WebShopRealEnv
+    from dreamgym_env.domains.webshop.engine import WebShopRealEnv
 
     full_sim, _ = DreamGymEnv("webshop", backend="scripted").reset(seed=0)
     full_real, _ = WebShopRealEnv(FakeWebShop()).reset(seed=0)

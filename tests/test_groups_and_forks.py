@@ -286,7 +286,7 @@ def test_a_refused_restore_leaves_the_episode_running() -> None:
 
 
 def test_a_real_env_cannot_snapshot() -> None:
-    from dreamgym_env.real.webshop import WebShopRealEnv
+    from dreamgym_env.domains.webshop.engine import WebShopRealEnv
 
     real = WebShopRealEnv(FakeWebShop())
     real.reset(seed=0)

@@ -57,8 +57,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "dreamgym_env.agent_chat",
             # A domain package's real engine and the games it builds sit with the other envs.
+            "dreamgym_env.domains.alfworld.engine",
+            "dreamgym_env.domains.miniwob.engine",
             "dreamgym_env.domains.textworld.engine",
             "dreamgym_env.domains.textworld.suite",
+            "dreamgym_env.domains.webarena.engine",
+            "dreamgym_env.domains.webshop.engine",
             "dreamgym_env.env",
             "dreamgym_env.real",
             "dreamgym_env.rollout",
@@ -68,7 +72,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "what works on envs: wrappers and the curriculum (a domain package's curriculum format too)",
-        ("dreamgym_env.curriculum", "dreamgym_env.domains.textworld.curriculum", "dreamgym_env.wrappers"),
+        (
+            "dreamgym_env.curriculum",
+            "dreamgym_env.domains.miniwob.curriculum",
+            "dreamgym_env.domains.textworld.curriculum",
+            "dreamgym_env.wrappers",
+        ),
     ),
     (
         # User-defined domains (domains.spec*) read their trajectories with the buffer's loaders and

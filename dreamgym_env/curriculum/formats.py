@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from dreamgym_env.domains import BUILTIN_DOMAINS, load_entry_point
-from dreamgym_env.domains.alfworld_tasks import ALFWORLD_TASK_TYPES
+from dreamgym_env.domains.alfworld.tasks import ALFWORLD_TASK_TYPES
 from dreamgym_env.domains.webarena import DEFAULT_SITE_URLS
 from dreamgym_env.domains.webshop import WEBSHOP_CATEGORIES
-from dreamgym_env.domains.webshop_tasks import OPTIONS_KEY
+from dreamgym_env.domains.webshop.tasks import OPTIONS_KEY
 from dreamgym_env.records import Task
 
 if TYPE_CHECKING:

@@ -121,7 +121,7 @@ def check_phrase(text: str) -> str | None:
 
 def validate_webshop(task: Task) -> str | None:
     """WebShop: attributes and options stated in the instruction, a plausible price limit, known category."""
-    from dreamgym_env.domains.webshop_tasks import OPTIONS_KEY, parse_price_upper
+    from dreamgym_env.domains.webshop.tasks import OPTIONS_KEY, parse_price_upper
 
     meta = task.metadata
     problem = _string_list(meta.get("attributes"), "attributes", 1, 6) or _string_list(
@@ -283,7 +283,7 @@ _SURFACES = frozenset(
 def validate_alfworld(task: Task) -> str | None:
     """ALFWorld: a known task type with an object and receptacle that fit it, in a room that can exist."""
     from dreamgym_env.domains.alfworld import LAMP_STANDS, LAMPS, ROOM_RECEPTACLES
-    from dreamgym_env.domains.alfworld_tasks import ALFWORLD_TASK_TYPES, ALFWORLD_TOOLS, parse_alfworld_goal
+    from dreamgym_env.domains.alfworld.tasks import ALFWORLD_TASK_TYPES, ALFWORLD_TOOLS, parse_alfworld_goal
 
     meta = task.metadata
     task_type = meta.get("task_type")

@@ -111,10 +111,12 @@ def _builtin(
 
 #: Every built-in domain by name: its classes, ids and real environment.
 BUILTIN_DOMAINS: dict[str, BuiltinDomain] = {
-    "webshop": _builtin("webshop", "WebShop", max_steps=15, nondeterministic=True),
-    "alfworld": _builtin("alfworld", "ALFWorld", max_steps=50),
-    "webarena": _builtin("webarena", "WebArena", max_steps=30, nondeterministic=True),
-    "miniwob": _builtin("miniwob", "MiniWoB", max_steps=10, curriculum="dreamgym_env.curriculum.miniwob"),
+    "webshop": _builtin("webshop", "WebShop", max_steps=15, nondeterministic=True, package=True),
+    "alfworld": _builtin("alfworld", "ALFWorld", max_steps=50, package=True),
+    "webarena": _builtin("webarena", "WebArena", max_steps=30, nondeterministic=True, package=True),
+    "miniwob": _builtin(
+        "miniwob", "MiniWoB", max_steps=10, curriculum="dreamgym_env.domains.miniwob.curriculum", package=True
+    ),
     "textworld": _builtin(
         "textworld",
         "TextWorld",

@@ -57,6 +57,10 @@ class Domain(ABC):
             ``admissible_actions`` may be empty and agents rely on :attr:`action_help`.
         task_fact_keys: Task metadata keys (dotted for nested values) that the experience model needs
             to judge success but the agent does not see, e.g. WebShop's price limit.
+        task_attribute_keys: Task metadata keys that are public, not hidden facts: what the agent's user
+            knows of a task (a TextWorld game's challenge family). Kept in the learned view and stored
+            with each transition beside the hidden facts (:meth:`stored_task_metadata`), so a rule
+            that reads them judges a replayed transition as it judged the live step.
         step_fact_keys: Task fact keys that :meth:`describe_step` shows the relevant part of at each
             step (TextWorld's layout: the rooms next door); a compact prompt leaves them out of the
             task's facts.
@@ -75,6 +79,7 @@ class Domain(ABC):
     action_patterns: Sequence[str] = ()
     open_actions: bool = False
     task_fact_keys: Sequence[str] = ()
+    task_attribute_keys: Sequence[str] = ()
     step_fact_keys: Sequence[str] = ()
     lists_actions: bool = False
     deterministic: bool = False
@@ -121,6 +126,11 @@ class Domain(ABC):
     def hidden_facts(self, task: Task) -> dict[str, Any]:
         """The part of ``task.metadata`` the experience model is shown (the top keys of :attr:`task_fact_keys`)."""
         return facts_shown(task.metadata, self.task_fact_keys)
+
+    def stored_task_metadata(self, task: Task) -> dict[str, Any]:
+        """What a stored transition keeps of its task: the hidden facts and the public attributes."""
+        public = {k: task.metadata[k] for k in self.task_attribute_keys if k in task.metadata}
+        return {**self.hidden_facts(task), **public}
 
     def learned_view(self, task: Task) -> Task:
         """``task`` as a learned dream may see it: without the hidden facts of the real world.

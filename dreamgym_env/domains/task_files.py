@@ -1,7 +1,7 @@
 """Reading the benchmarks' task files: JSON and JSON-lines with errors that name the file and line.
 
-Shared by the per-domain task loaders (:mod:`~dreamgym_env.domains.webshop_tasks`,
-:mod:`~dreamgym_env.domains.webarena_tasks`, :mod:`~dreamgym_env.domains.alfworld_tasks`).
+Shared by the per-domain task loaders (:mod:`~dreamgym_env.domains.webshop.tasks`,
+:mod:`~dreamgym_env.domains.webarena.tasks`, :mod:`~dreamgym_env.domains.alfworld.tasks`).
 """
 
 from __future__ import annotations

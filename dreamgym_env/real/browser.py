@@ -206,8 +206,8 @@ _playwright_users = _PlaywrightUsers()
 class BrowserGymEngine(EngineWorld):
     """What every BrowserGym world shares: Chromium's launch, the page mapping, stepping and closing.
 
-    Variants (:class:`~dreamgym_env.real.webarena.WebArenaEngine`,
-    :class:`~dreamgym_env.real.miniwob.MiniWoBEngine`) implement :meth:`reset` (which task, then
+    Variants (:class:`~dreamgym_env.domains.webarena.engine.WebArenaEngine`,
+    :class:`~dreamgym_env.domains.miniwob.engine.MiniWoBEngine`) implement :meth:`reset` (which task, then
     :meth:`_open`); a step sends the action to BrowserGym as is, and an action it cannot execute
     leaves the page and puts BrowserGym's message in ``info["last_action_error"]``.
 

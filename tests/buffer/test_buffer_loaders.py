@@ -284,8 +284,8 @@ def _less_unlogged(state: str) -> str:
 @needs_data
 def test_webshop_session_states_are_what_the_real_wrapper_and_the_domain_give():
     from dreamgym_env.domains import get_domain
-    from dreamgym_env.domains.webshop_tasks import load_webshop_goals
-    from dreamgym_env.real.webshop import WebShopRealEnv
+    from dreamgym_env.domains.webshop.engine import WebShopRealEnv
+    from dreamgym_env.domains.webshop.tasks import load_webshop_goals
 
     log = SESSIONS / "20220427_1_17.jsonl"
     (record,), _ = _records(log)
@@ -304,8 +304,8 @@ def test_webshop_session_states_are_what_the_real_wrapper_and_the_domain_give():
 
 @needs_data
 def test_webshop_session_task_id_is_the_same_in_loader_real_wrapper_and_task_loader():
-    from dreamgym_env.domains.webshop_tasks import load_webshop_goals
-    from dreamgym_env.real.webshop import WebShopRealEnv
+    from dreamgym_env.domains.webshop.engine import WebShopRealEnv
+    from dreamgym_env.domains.webshop.tasks import load_webshop_goals
 
     for log in sorted(SESSIONS.glob("*.jsonl")):
         (record,), _ = _records(log)
@@ -318,7 +318,7 @@ def test_webshop_session_task_id_is_the_same_in_loader_real_wrapper_and_task_loa
 @needs_data
 def test_webshop_session_goal_facts_reach_the_simulator():
     from dreamgym_env.domains import get_domain
-    from dreamgym_env.domains.webshop_tasks import load_webshop_goals
+    from dreamgym_env.domains.webshop.tasks import load_webshop_goals
     from dreamgym_env.training.sft_data import task_of
 
     log = SESSIONS / "20220427_1_17.jsonl"

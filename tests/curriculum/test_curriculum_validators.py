@@ -190,7 +190,7 @@ def test_every_built_in_domain_has_its_own_format_and_validator(domain):
 
 
 def test_variant_enums_are_the_domains_own():
-    from dreamgym_env.domains.alfworld_tasks import ALFWORLD_TASK_TYPES
+    from dreamgym_env.domains.alfworld.tasks import ALFWORLD_TASK_TYPES
     from dreamgym_env.domains.webarena import DEFAULT_SITE_URLS
     from dreamgym_env.domains.webshop import WEBSHOP_CATEGORIES
 

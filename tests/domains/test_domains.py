@@ -12,7 +12,7 @@ import pytest
 
 from dreamgym_env.domains import BUILTIN_DOMAINS, get_domain, load_entry_point
 from dreamgym_env.domains.alfworld import ALFWorldDomain
-from dreamgym_env.domains.alfworld_tasks import (
+from dreamgym_env.domains.alfworld.tasks import (
     ALFWORLD_TASK_TYPES,
     load_alfworld_react_tasks,
     load_alfworld_traj_data,
@@ -20,9 +20,9 @@ from dreamgym_env.domains.alfworld_tasks import (
     parse_alfworld_goal,
 )
 from dreamgym_env.domains.webarena import WebArenaDomain
-from dreamgym_env.domains.webarena_tasks import load_webarena_tasks
+from dreamgym_env.domains.webarena.tasks import load_webarena_tasks
 from dreamgym_env.domains.webshop import WebShopDomain
-from dreamgym_env.domains.webshop_tasks import load_webshop_goals
+from dreamgym_env.domains.webshop.tasks import load_webshop_goals
 from dreamgym_env.errors import DataFormatError, DomainError
 from dreamgym_env.records import Task
 
@@ -531,7 +531,7 @@ def test_missing_file_is_a_data_format_error(tmp_path):
 
 
 def test_parse_price_upper():
-    from dreamgym_env.domains.webshop_tasks import parse_price_upper
+    from dreamgym_env.domains.webshop.tasks import parse_price_upper
 
     assert parse_price_upper("red shoes, and price lower than 40.00 dollars") == 40.0
     assert parse_price_upper("price less than 7 dollars") == 7.0
@@ -595,8 +595,8 @@ def test_real_textworld_tasks_use_the_domains_task_id_and_make_valid_variants(tm
 
 
 def test_an_alfworld_trial_has_one_task_id_for_its_traj_data_and_its_real_game(tmp_path):
-    from dreamgym_env.domains.alfworld_tasks import alfworld_trial_task_id
-    from dreamgym_env.real.alfworld import ALFWorldEngine
+    from dreamgym_env.domains.alfworld.engine import ALFWorldEngine
+    from dreamgym_env.domains.alfworld.tasks import alfworld_trial_task_id
 
     trial = tmp_path / "pick_and_place_simple-Mug-None-Desk-308" / "trial_T20190908_100000_000001"
     trial.mkdir(parents=True)
@@ -655,7 +655,7 @@ def test_webshop_page_actions_are_the_pages_bracketed_elements():
 
 def test_webshop_page_actions_agree_with_the_real_wrapper():
     from dreamgym_env.domains.webshop import page_actions
-    from dreamgym_env.real.webshop import WebShopRealEnv
+    from dreamgym_env.domains.webshop.engine import WebShopRealEnv
     from tests.real.test_real_webshop import FakeWebShop
 
     env = WebShopRealEnv(FakeWebShop(), sessions=[7])
@@ -709,3 +709,47 @@ def test_the_textworld_package_keeps_the_old_import_paths():
         assert old.__all__ == new.__all__
         assert all(getattr(old, name) is getattr(new, name) for name in old.__all__)
     assert load_entry_point(BUILTIN_DOMAINS["textworld"].real.entry_point) is real_textworld.TextWorldRealEnv
+
+
+# A domain package's modules and the former module each stands for (kept as a re-export).
+FORMER_MODULES = {
+    "dreamgym_env.domains.alfworld.engine": "dreamgym_env.real.alfworld",
+    "dreamgym_env.domains.alfworld.tasks": "dreamgym_env.domains.alfworld_tasks",
+    "dreamgym_env.domains.miniwob.curriculum": "dreamgym_env.curriculum.miniwob",
+    "dreamgym_env.domains.miniwob.domain": "dreamgym_env.domains.miniwob",
+    "dreamgym_env.domains.miniwob.engine": "dreamgym_env.real.miniwob",
+    "dreamgym_env.domains.miniwob.policies": "dreamgym_env.real.miniwob_policies",
+    "dreamgym_env.domains.webarena.engine": "dreamgym_env.real.webarena",
+    "dreamgym_env.domains.webarena.tasks": "dreamgym_env.domains.webarena_tasks",
+    "dreamgym_env.domains.webshop.engine": "dreamgym_env.real.webshop",
+    "dreamgym_env.domains.webshop.tasks": "dreamgym_env.domains.webshop_tasks",
+}
+
+
+@pytest.mark.parametrize(("new_name", "old_name"), sorted(FORMER_MODULES.items()))
+def test_a_domain_packages_former_module_paths_name_the_same_objects(new_name, old_name):
+    import ast
+    import importlib
+
+    new, old = importlib.import_module(new_name), importlib.import_module(old_name)
+    defined = set()
+    for node in ast.parse(Path(str(new.__file__)).read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined.update(t.id for t in targets if isinstance(t, ast.Name))
+    public = sorted(name for name in defined if not name.startswith("_"))
+    assert public
+    assert [name for name in public if getattr(old, name, None) is not getattr(new, name)] == []
+    assert getattr(old, "__all__", None) == getattr(new, "__all__", None)
+
+
+@pytest.mark.parametrize("name", ["alfworld", "miniwob", "webarena", "webshop"])
+def test_a_domain_packages_real_entry_point_is_its_former_class(name):
+    import importlib
+
+    entry_point = BUILTIN_DOMAINS[name].real.entry_point
+    assert entry_point.startswith(f"dreamgym_env.domains.{name}.engine:")
+    former = importlib.import_module(f"dreamgym_env.real.{name}")
+    assert load_entry_point(entry_point) is getattr(former, entry_point.rpartition(":")[2])

@@ -11,7 +11,6 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import dreamgym_env  # noqa: F401 - registers the ids
-from dreamgym_env.curriculum.miniwob import validate_miniwob
 from dreamgym_env.curriculum.validators import validate_task
 from dreamgym_env.domains import get_domain
 from dreamgym_env.domains.miniwob import (
@@ -21,9 +20,10 @@ from dreamgym_env.domains.miniwob import (
     miniwob_display_urls,
     miniwob_task,
 )
+from dreamgym_env.domains.miniwob.curriculum import validate_miniwob
+from dreamgym_env.domains.miniwob.policies import SOLVED_TASKS, interactive_actions, random_action, solution
 from dreamgym_env.errors import DataFormatError, DomainError
 from dreamgym_env.experience.backends.scripted import ScriptedBackend
-from dreamgym_env.real.miniwob_policies import SOLVED_TASKS, interactive_actions, random_action, solution
 
 
 def test_packaged_tasks_are_recorded_pages_of_the_named_tasks() -> None:

@@ -126,3 +126,15 @@ def test_a_coin_collectors_dream_enters_dead_ends_off_the_walkthrough() -> None:
     assert re.fullmatch(pattern(None), two_ways)
     assert not re.fullmatch(pattern("tw-coin_collector"), two_ways)
     assert re.fullmatch(pattern("tw-coin_collector"), "Done.\nRoom: pantry\nExits: north\nHere: nothing")
+
+
+def test_a_stored_transition_keeps_the_family_so_a_replayed_step_is_judged_alike() -> None:
+    domain = get_domain("textworld")
+    task = Task(
+        task_id="t",
+        domain="textworld",
+        instruction=HUNT,
+        metadata={"family": "tw-treasure_hunter", "world": "w", "x": 1},
+    )
+    assert domain.stored_task_metadata(task) == {"world": "w", "family": "tw-treasure_hunter"}
+    assert domain.learned_view(task).metadata == {"family": "tw-treasure_hunter", "x": 1}

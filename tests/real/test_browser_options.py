@@ -8,11 +8,11 @@ import gymnasium as gym
 import pytest
 
 import dreamgym_env  # noqa: F401 - registers the ids
+from dreamgym_env.domains.miniwob.engine import DEFAULT_MINIWOB_TASKS, MiniWoBRealEnv
+from dreamgym_env.domains.miniwob.policies import SOLVED_TASKS
+from dreamgym_env.domains.webarena.engine import WebArenaRealEnv
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.real.browser import DEFAULT_CHROMIUM_FLAGS, BrowserOptions
-from dreamgym_env.real.miniwob import DEFAULT_MINIWOB_TASKS, MiniWoBRealEnv
-from dreamgym_env.real.miniwob_policies import SOLVED_TASKS
-from dreamgym_env.real.webarena import WebArenaRealEnv
 
 KEYWORDS = {
     "executable_path": None,

@@ -32,8 +32,8 @@ def test_planner_expert_solves_every_handwritten_game(games: list[str]) -> None:
 
 
 def test_first_state_has_the_simulated_format(games: list[str]) -> None:
-    from dreamgym_env.domains.alfworld_tasks import parse_alfworld_goal
-    from dreamgym_env.real.alfworld import ALFWorldRealEnv
+    from dreamgym_env.domains.alfworld.engine import ALFWorldRealEnv
+    from dreamgym_env.domains.alfworld.tasks import parse_alfworld_goal
 
     env = ALFWorldRealEnv(games)
     obs, info = env.reset(seed=0, options={"game_index": 0})
@@ -62,7 +62,7 @@ def test_one_policy_runs_on_sim_and_real_alfworld(games: list[str]) -> None:
 
 
 def test_real_alfworld_passes_check_env(games: list[str]) -> None:
-    from dreamgym_env.real.alfworld import ALFWorldRealEnv
+    from dreamgym_env.domains.alfworld.engine import ALFWorldRealEnv
 
     env = ALFWorldRealEnv(games[:1])
     check_env(env, skip_render_check=True)

@@ -13,8 +13,8 @@ from dreamgym_env.buffer.loaders import iter_records
 from dreamgym_env.buffer.loaders.base import LoadIssue, Record
 from dreamgym_env.domains import get_domain
 from dreamgym_env.domains.miniwob import MINIWOB_DISPLAY_URL
+from dreamgym_env.domains.miniwob.policies import SOLVED_TASKS, solution
 from dreamgym_env.real import register_real_envs
-from dreamgym_env.real.miniwob_policies import SOLVED_TASKS, solution
 
 pytestmark = pytest.mark.real
 

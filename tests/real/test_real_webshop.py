@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from gymnasium.utils.env_checker import check_env
 
+from dreamgym_env.domains.webshop.engine import WebShopRealEnv
 from dreamgym_env.errors import DependencyNotInstalled
-from dreamgym_env.real.webshop import WebShopRealEnv
 
 INSTR = "i need a deodorant for sensitive skin, and price lower than 40.00 dollars"
 

@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dreamgym_env.domains.webshop.engine import WebShopRealEnv
 from dreamgym_env.env import DreamGymEnv
 from dreamgym_env.errors import ConfigError
-from dreamgym_env.real.webshop import WebShopRealEnv
 from dreamgym_env.records import Transition
 from dreamgym_env.wrappers.sim_to_real import SimToRealEnv, SimToRealSchedule
 from tests.real.test_real_webshop import FakeWebShop

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dreamgym_env.buffer.loaders.base import LoadIssue, Record, json_document, line_of_key, read_text
-from dreamgym_env.domains.alfworld_tasks import alfworld_react_task
+from dreamgym_env.domains.alfworld.tasks import alfworld_react_task
 from dreamgym_env.records import Transition
 
 _TASK = re.compile(r"^Your task is to:\s*(.+)$")

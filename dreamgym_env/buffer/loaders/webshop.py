@@ -11,8 +11,8 @@ picked, ``buy now``...). A reload (the same page twice) carries no action and is
 episode: a session with N pages gives N - 1 transitions, minus reloads. The last transition (to
 ``done``) has the session's reward; ``success`` is reward 1.0, WebShop's definition. States are the
 WebShop domain's format (:func:`_render_session_page`); the task id is the domain's
-:func:`~dreamgym_env.domains.webshop_tasks.webshop_task_id` of the session, and ``metadata["task_metadata"]``
-holds the goal as the session's task carries it (:func:`~dreamgym_env.domains.webshop_tasks.session_goal_metadata`,
+:func:`~dreamgym_env.domains.webshop.tasks.webshop_task_id` of the session, and ``metadata["task_metadata"]``
+holds the goal as the session's task carries it (:func:`~dreamgym_env.domains.webshop.tasks.session_goal_metadata`,
 the hidden facts the simulator is shown).
 
 **Imitation-learning trajectories** (WebShop's ``il_trajs_finalized_images.jsonl``): one episode per
@@ -41,7 +41,7 @@ from dreamgym_env.domains.webshop import (
     render_search_page,
     render_sub_page,
 )
-from dreamgym_env.domains.webshop_tasks import session_goal_metadata, webshop_task_id
+from dreamgym_env.domains.webshop.tasks import session_goal_metadata, webshop_task_id
 from dreamgym_env.records import Task, Transition
 
 _PAGES = {"index", "search_results", "item_page", "item_sub_page", "done"}

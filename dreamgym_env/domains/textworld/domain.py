@@ -246,6 +246,7 @@ class TextWorldDomain(Domain):
     max_steps = BUILTIN_DOMAINS[name].max_steps  # the one definition: the domain table
     instructions = _INSTRUCTIONS
     task_fact_keys = ("world", "goal")
+    task_attribute_keys = ("family",)  # the game's challenge (families.py): public, known to a learned dream
     step_fact_keys = ("world",)
     lists_actions = True
     # Only the player changes a game. In the offline data 46 of the 4,637 (state, action) pairs seen in

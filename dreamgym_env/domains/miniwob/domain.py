@@ -4,7 +4,7 @@ The pages are MiniWoB++'s own (the ``miniwob`` package), played through BrowserG
 (``DreamGym/MiniWoB-Real-v0``). A task is one MiniWoB task name with one seed: the seed fixes the
 page and its utterance, so the simulated episode starts from the very page the real one does. The
 first pages shipped with the package (``data/miniwob_tasks.jsonl``) were recorded from real resets by
-:func:`dreamgym_env.real.miniwob.record_miniwob_tasks`; record more with it and load them with
+:func:`dreamgym_env.domains.miniwob.engine.record_miniwob_tasks`; record more with it and load them with
 :meth:`MiniWoBDomain.load_tasks`.
 """
 
@@ -27,7 +27,7 @@ MINIWOB_DISPLAY_URL = "http://localhost/miniwob/"
 """The base URL states show MiniWoB pages under, whatever actually serves them (a loopback server on
 some port, a ``file://`` folder), so a recorded page reads the same on every machine."""
 
-_MINIWOB_TASKS_FILE = Path(__file__).parent / "data" / "miniwob_tasks.jsonl"
+_MINIWOB_TASKS_FILE = Path(__file__).parent.parent / "data" / "miniwob_tasks.jsonl"
 """The packaged tasks: one JSON object a line with ``miniwob_task``, ``seed``, ``instruction``, ``state``."""
 
 
@@ -185,5 +185,5 @@ class MiniWoBDomain(Domain):
 
     @classmethod
     def load_tasks(cls, path: str | os.PathLike[str]) -> list[Task]:
-        """Load tasks recorded by :func:`dreamgym_env.real.miniwob.record_miniwob_tasks`."""
+        """Load tasks recorded by :func:`dreamgym_env.domains.miniwob.engine.record_miniwob_tasks`."""
         return load_miniwob_tasks(path)

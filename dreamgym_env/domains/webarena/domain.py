@@ -1,8 +1,8 @@
 """WebArena: realistic self-hosted websites (store, store admin, GitLab, Reddit, map, Wikipedia).
 
 This module owns the page listing (:func:`_render_page`), the sites (:data:`DEFAULT_SITE_URLS`) and
-the first page; task files are in :mod:`~dreamgym_env.domains.webarena_tasks`
-(:meth:`WebArenaDomain.load_tasks`). What uses them: the real env in :mod:`dreamgym_env.real.webarena`
+the first page; task files are in :mod:`~dreamgym_env.domains.webarena.tasks`
+(:meth:`WebArenaDomain.load_tasks`). What uses them: the real env in :mod:`dreamgym_env.domains.webarena.engine`
 with the accessibility-tree mapping in :mod:`dreamgym_env.domains.axtree`; the curriculum's
 ``WEBARENA_FORMAT`` and ``validate_webarena`` (named in the domain table,
 :data:`dreamgym_env.domains.BUILTIN_DOMAINS`).
@@ -20,7 +20,7 @@ import numpy as np
 
 from dreamgym_env.domains import BUILTIN_DOMAINS
 from dreamgym_env.domains.base import Domain, InitialState
-from dreamgym_env.domains.webarena_tasks import load_webarena_tasks
+from dreamgym_env.domains.webarena.tasks import load_webarena_tasks
 from dreamgym_env.errors import DomainError
 from dreamgym_env.records import Task
 

@@ -2,8 +2,8 @@
 
 This module owns the room layouts (:data:`ROOM_RECEPTACLES`, :func:`_render_room`) and the first
 state; the task types, goal phrasings, task ids and task files are in
-:mod:`~dreamgym_env.domains.alfworld_tasks` (:meth:`ALFWorldDomain.load_tasks`). What uses them: the
-real env in :mod:`dreamgym_env.real.alfworld`; the ReAct transcript import in
+:mod:`~dreamgym_env.domains.alfworld.tasks` (:meth:`ALFWorldDomain.load_tasks`). What uses them: the
+real env in :mod:`dreamgym_env.domains.alfworld.engine`; the ReAct transcript import in
 :mod:`dreamgym_env.buffer.loaders.alfworld`; the curriculum's ``ALFWORLD_FORMAT`` and
 ``validate_alfworld`` (named in the domain table, :data:`dreamgym_env.domains.BUILTIN_DOMAINS`).
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from dreamgym_env.domains import BUILTIN_DOMAINS
-from dreamgym_env.domains.alfworld_tasks import (
+from dreamgym_env.domains.alfworld.tasks import (
     ALFWORLD_TOOLS,
     load_alfworld_react_tasks,
     load_alfworld_traj_data,

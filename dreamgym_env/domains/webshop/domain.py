@@ -3,7 +3,7 @@
 This module owns WebShop's formats: the page renderers (``render_*``), the admissible actions of a
 page (:func:`page_actions`), the goal's hidden-fact keys (:data:`GOAL_FACT_KEYS`) and categories
 (:data:`WEBSHOP_CATEGORIES`). Task files, task ids and a recorded goal's metadata are
-:mod:`~dreamgym_env.domains.webshop_tasks`' (:meth:`WebShopDomain.load_tasks`). What uses them: the real env in :mod:`dreamgym_env.real.webshop` with the text
+:mod:`~dreamgym_env.domains.webshop.tasks`' (:meth:`WebShopDomain.load_tasks`). What uses them: the real env in :mod:`dreamgym_env.domains.webshop.engine` with the text
 parser in :mod:`dreamgym_env.real.mapping`; the session-log import in
 :mod:`dreamgym_env.buffer.loaders.webshop`; the curriculum's ``WEBSHOP_FORMAT`` and
 ``validate_webshop`` (named in the domain table, :data:`dreamgym_env.domains.BUILTIN_DOMAINS`).
@@ -19,7 +19,7 @@ import numpy as np
 
 from dreamgym_env.domains import BUILTIN_DOMAINS
 from dreamgym_env.domains.base import Domain, InitialState
-from dreamgym_env.domains.webshop_tasks import OPTIONS_KEY, load_webshop_goals
+from dreamgym_env.domains.webshop.tasks import OPTIONS_KEY, load_webshop_goals
 from dreamgym_env.records import Task
 
 __all__ = [
@@ -245,9 +245,9 @@ class WebShopDomain(Domain):
     attributes, options and price limit (WebShop's reward equal to 1).
 
     Tasks: :meth:`seed_tasks` (12, with ``attributes``, ``options``, ``price_upper`` metadata) and
-    :meth:`load_tasks` for the official files (see :func:`~dreamgym_env.domains.webshop_tasks.load_webshop_goals`).
-    A session's task id is :func:`~dreamgym_env.domains.webshop_tasks.webshop_task_id`; a recorded
-    goal's metadata is :func:`~dreamgym_env.domains.webshop_tasks.session_goal_metadata`, whose hidden facts are :data:`GOAL_FACT_KEYS`.
+    :meth:`load_tasks` for the official files (see :func:`~dreamgym_env.domains.webshop.tasks.load_webshop_goals`).
+    A session's task id is :func:`~dreamgym_env.domains.webshop.tasks.webshop_task_id`; a recorded
+    goal's metadata is :func:`~dreamgym_env.domains.webshop.tasks.session_goal_metadata`, whose hidden facts are :data:`GOAL_FACT_KEYS`.
     """
 
     name = "webshop"
