@@ -18,6 +18,7 @@ translated, not with this module, so a caller may create its client lazily and s
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,14 @@ if TYPE_CHECKING:
 
 _CONTEXT_MARKERS = ("maximum context length", "context length", "too long", "max_model_len")
 """What servers write in a 400 whose prompt did not fit (vLLM, OpenAI, SGLang, llama.cpp)."""
+
+_CONNECTION_ERRNOS = {
+    errno.ECONNRESET: "the connection was reset",
+    errno.ECONNREFUSED: "the connection was refused",
+    errno.EPIPE: "the connection was closed while the request was sent",
+    errno.ECONNABORTED: "the connection was aborted",
+}
+"""What a socket error on a request means, in words; openai may name it otherwise."""
 
 
 def sync_client(
@@ -98,6 +107,24 @@ def _aiohttp_client(max_connections: int, timeout: Any) -> Any:
     return openai.DefaultAioHttpClient(limits=limits, timeout=timeout)
 
 
+def connection_failure(e: BaseException, redact: Callable[[str], str] = str) -> str:
+    """What went wrong with a request that got no answer, read from ``e`` and the errors behind it.
+
+    openai names a failure after its transport's exception class, not after what happened: through
+    aiohttp a connection reset arrives as ``APITimeoutError: Request timed out.``. A socket error
+    anywhere in the chain (a reset, a refusal) is named for what it is; otherwise ``e`` and its cause.
+    """
+    seen: set[int] = set()
+    link: BaseException | None = e
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, OSError) and link.errno in _CONNECTION_ERRNOS:
+            return f"{_CONNECTION_ERRNOS[link.errno]} ({redact(str(link))})"
+        link = link.__cause__ or link.__context__
+    cause = f" ({redact(str(e.__cause__))})" if e.__cause__ is not None else ""
+    return f"{type(e).__name__}: {redact(str(e))}{cause}"
+
+
 def api_error(
     e: openai.APIError,
     *,
@@ -123,7 +150,7 @@ def api_error(
 
     message = str(e)
     if isinstance(e, openai.APIConnectionError):  # includes APITimeoutError
-        return ServerUnreachableError(redact(f"{name} {url} did not answer: {message}"))
+        return ServerUnreachableError(redact(f"{name} {url} did not answer: {connection_failure(e)}"))
     if isinstance(e, openai.BadRequestError):
         if any(marker in message.lower() for marker in _CONTEXT_MARKERS):
             return PromptTooLongError(

@@ -22,6 +22,7 @@ a new episode at its first state. A real env's world lives outside it, and refus
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import uuid
 from collections.abc import Callable, Mapping
@@ -180,6 +181,24 @@ def _rng_from_json(rng_state: str) -> np.random.Generator:
     return np.random.Generator(bit_generator)
 
 
+_ENVS_MADE = itertools.count()
+"""This process's envs, counted as they are made: each new episode's id names its env's number."""
+
+
+def _new_episode_id(draw: bytes, env_number: int) -> str:
+    """A new episode's id: 16 bytes ``draw`` from the env's RNG, and the number of the env playing it.
+
+    The draw alone repeats whenever an RNG state does: sub-env 1 of a vector ``reset(seed=3)`` and
+    sub-env 0 of ``reset(seed=4)`` are both seeded 4, and so is a second run of the same seeds; what
+    groups stored transitions by episode would mix their steps. The env's number sets those apart. One
+    env reset with one seed repeats its id, as Gymnasium's determinism check asks (``check_env``: the
+    same seed, the same ``info``), and both parts are deterministic, so a seeded script run again
+    repeats its ids.
+    """
+    digest = hashlib.sha256(draw + env_number.to_bytes(8, "big")).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
+
+
 def _fork_id(parent: str, previous: str, nonce: bytes) -> str:
     """A restored episode's id: new, and drawn from the env's RNG, so seeded runs repeat their ids.
 
@@ -286,6 +305,7 @@ class EpisodeEnv(gym.Env[str, str]):
         self._ended = True
         self._ancestors: tuple[str, ...] = ()
         self._group_id: str | None = None
+        self._env_number = next(_ENVS_MADE)
 
     source = WorldAttribute[Source](
         """``"sim"`` or ``"real"``: the world's (``info["source"]``, the stored transitions')."""
@@ -323,7 +343,7 @@ class EpisodeEnv(gym.Env[str, str]):
         super().reset(seed=seed)
         start = self.world.reset(options, self.np_random)
         self._task = start.task
-        self._episode_id = str(uuid.UUID(bytes=self.np_random.bytes(16), version=4))
+        self._episode_id = _new_episode_id(self.np_random.bytes(16), self._env_number)
         self._state = self._obs = fit_state(start.state, self.max_state_chars)
         self._admissible = list(start.admissible_actions)
         self._history = []

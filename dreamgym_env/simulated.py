@@ -80,7 +80,9 @@ class SimulatedWorld:
         self.step_memo = step_memo if step_memo is not None else make_step_memo(self.domain, self.config)
         self.experience_model = ExperienceModel(self.domain, self.backend, self.config, self.step_memo)
         self.retriever = retriever if retriever is not None else default_retriever(self.domain, self.config)
-        self.task_sampler = as_task_sampler(tasks if tasks is not None else self.domain.seed_tasks())
+        self.task_sampler = as_task_sampler(
+            tasks if tasks is not None else self.domain.seed_tasks(), self.domain.name
+        )
 
     # ------------------------------------------------------------------ World
     def reset(self, options: dict[str, Any], rng: np.random.Generator) -> EpisodeStart:

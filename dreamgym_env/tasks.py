@@ -11,7 +11,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 from pydantic import ValidationError
 
-from dreamgym_env.errors import DomainError
+from dreamgym_env.errors import ConfigError, DomainError
 from dreamgym_env.records import Task
 from dreamgym_env.spaces import text_problem
 
@@ -139,11 +139,51 @@ class OutcomeReporter:
         return True
 
 
-def as_task_sampler(tasks: Sequence[Task] | TaskSampler) -> TaskSampler:
-    """Wrap a plain list in :class:`TaskList`; pass samplers through."""
+def as_task_sampler(tasks: Sequence[Task] | TaskSampler, domain: str) -> TaskSampler:
+    """Wrap a plain list in :class:`TaskList`, checked to hold tasks of ``domain``; pass samplers through.
+
+    Raises:
+        ConfigError: the list holds something other than a :class:`Task`, or a task of another domain
+            (:func:`check_tasks`).
+    """
     if isinstance(tasks, TaskSampler):
         return tasks
-    return TaskList(list(tasks))
+    listed = list(tasks)
+    check_tasks(listed, domain)
+    return TaskList(listed)
+
+
+_TASK_FIELDS = (
+    "task_id (text), domain (the env's domain name) and instruction (text); metadata (a dict of facts "
+    "for the model), source and parent_id are optional"
+)
+
+
+def check_tasks(tasks: Sequence[object], domain: str) -> None:
+    """Refuse a task list that an env of ``domain`` cannot play, naming the first task that does not fit.
+
+    A task of another domain is not an error anywhere later: the episode starts in this domain's world
+    with that domain's instruction (a TextWorld room and a shampoo to buy), and the model plays on.
+
+    Raises:
+        ConfigError: an item is not a :class:`Task`, or a task's ``domain`` is not ``domain``.
+    """
+    for i, task in enumerate(tasks):
+        if not isinstance(task, Task):
+            raise ConfigError(
+                f"tasks[{i}] is a {type(task).__name__}, not a Task. A task is a dreamgym_env.Task holding "
+                f"{_TASK_FIELDS}: Task(task_id=..., domain={domain!r}, instruction=...), or "
+                "Task.model_validate(a dict of those fields)."
+            )
+        if task.domain != domain:
+            others = Counter(t.domain for t in tasks if isinstance(t, Task) and t.domain != domain)
+            counts = ", ".join(f"{n} of {name!r}" for name, n in sorted(others.items()))
+            raise ConfigError(
+                f"tasks[{i}] ({task.task_id!r}) is a task of the {task.domain!r} domain, and this env plays "
+                f"{domain!r} ({counts} of the {len(tasks)} tasks are of another domain). Give tasks whose "
+                f"domain is {domain!r}: the domain's seed_tasks(), tasks built for it, or Task(..., "
+                f"domain={domain!r})."
+            )
 
 
 _ACCEPTED = "a Task, a dict of Task fields (instruction, and optionally task_id, metadata), a task id or an instruction"

@@ -168,7 +168,7 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
             )
         self._owns_backend = backend is None
         self.backend = backend if backend is not None else make_backend(cfg.backend)
-        sampler = as_task_sampler(tasks if tasks is not None else domain.seed_tasks())
+        sampler = as_task_sampler(tasks if tasks is not None else domain.seed_tasks(), domain.name)
         self.outcome_reporter = OutcomeReporter(sampler)  # every sub-env's, sent once a step
         self.retriever = retriever
         self._stores = retriever is not None and cfg.store_transitions == "all"

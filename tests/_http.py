@@ -1,6 +1,9 @@
 """A local JSON-over-HTTP endpoint for tests of OpenAI-compatible clients (loopback only)."""
 
+import contextlib
 import json
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +32,10 @@ def serve_json(respond: Callable[[dict, int], dict], port: int = 0) -> Threading
             self.end_headers()
             self.wfile.write(payload)
 
+        def finish(self):
+            with contextlib.suppress(OSError):  # a reset connection has nothing left to flush
+                super().finish()
+
         def log_message(self, *args):
             pass
 
@@ -47,7 +54,8 @@ class Reply:
 
     ``body`` is sent as JSON unless it is bytes or str; ``trickle_s`` > 0 sends it one byte at a time
     with that pause between bytes (a server that never quite answers); ``delay_s`` waits before the
-    status line (a server that accepts and then says nothing).
+    status line (a server that accepts and then says nothing); ``reset`` answers nothing and resets the
+    connection (TCP RST: a server killed mid-request, a proxy dropping it).
     """
 
     status: int = 200
@@ -56,6 +64,7 @@ class Reply:
     content_type: str = "application/json"
     trickle_s: float = 0.0
     delay_s: float = 0.0
+    reset: bool = False
 
 
 def serve_replies(reply: Callable[[dict, dict], Reply], port: int = 0) -> ThreadingHTTPServer:
@@ -67,6 +76,11 @@ def serve_replies(reply: Callable[[dict, dict], Reply], port: int = 0) -> Thread
         def do_POST(self):  # noqa: N802
             raw = self.rfile.read(int(self.headers["Content-Length"]))
             answer = reply(json.loads(raw or b"{}"), self.headers)  # case-insensitive .get
+            if answer.reset:  # linger 0: close() sends RST, not FIN
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()
+                self.close_connection = True
+                return
             body = answer.body
             payload = (
                 body
@@ -92,6 +106,10 @@ def serve_replies(reply: Callable[[dict, dict], Reply], port: int = 0) -> Thread
                     time.sleep(answer.trickle_s)
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
+
+        def finish(self):
+            with contextlib.suppress(OSError):  # a reset connection has nothing left to flush
+                super().finish()
 
         def log_message(self, *args):
             pass

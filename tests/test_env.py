@@ -401,3 +401,28 @@ def test_a_bad_task_option_is_a_domain_error(task, message):
     assert message in str(caught.value), str(caught.value)
     str(caught.value).encode("utf-8")  # the message itself is printable text
     env.reset(seed=0, options={"task": "Reach room 2"})  # the env is still usable
+
+
+def test_tasks_of_another_domain_are_refused_naming_both_domains():
+    from dreamgym_env.domains import get_domain
+
+    webshop_tasks = get_domain("webshop").seed_tasks()
+    for make_env in (
+        lambda: gym.make("DreamGym/TextWorld-v0", backend=ScriptedBackend(), tasks=webshop_tasks),
+        lambda: dreamgym_env.DreamGymVectorEnv(
+            "textworld", num_envs=2, backend=ScriptedBackend(), tasks=webshop_tasks
+        ),
+    ):
+        with pytest.raises(ConfigError) as info:
+            make_env()
+        message = str(info.value)
+        assert "'webshop'" in message and "'textworld'" in message and webshop_tasks[0].task_id in message
+
+
+@pytest.mark.parametrize("bad", [{"foo": 1}, "buy shoes", None])
+def test_a_task_that_is_not_a_task_says_what_a_task_holds(bad):
+    with pytest.raises(ConfigError) as info:
+        gym.make("DreamGym/TextWorld-v0", backend=ScriptedBackend(), tasks=[bad])
+    message = str(info.value)
+    assert "tasks[0]" in message and type(bad).__name__ in message
+    assert all(field in message for field in ("task_id", "domain", "instruction"))

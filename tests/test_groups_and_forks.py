@@ -243,12 +243,16 @@ def test_vector_fork_puts_sub_envs_at_one_snapshot() -> None:
 
 
 def test_vector_fork_with_a_seed_gives_each_fork_its_own_rng() -> None:
-    envs = DreamGymVectorEnv(ToyDomain(), num_envs=3, backend=ScriptedBackend())
-    envs.reset(seed=0)
-    _, infos = envs.fork(envs.snapshot(0), seed=10)
-    again = DreamGymVectorEnv(ToyDomain(), num_envs=3, backend=ScriptedBackend())
-    again.reset(seed=0)
-    assert list(again.fork(again.snapshot(0), seed=10)[1]["episode_id"]) == list(infos["episode_id"])
+    def forks_sampling_seeds() -> list[int | None]:
+        backend = ScriptedBackend()
+        envs = DreamGymVectorEnv(ToyDomain(), num_envs=3, backend=backend)
+        envs.reset(seed=0)
+        envs.fork(envs.snapshot(0), seed=10)
+        envs.step(["go[1]"] * 3)
+        return sorted(r.seed for r in backend.requests[-3:])  # type: ignore[type-var]
+
+    seeds = forks_sampling_seeds()
+    assert len(set(seeds)) == 3 and forks_sampling_seeds() == seeds
 
 
 # ---------------------------------------------------------------------- bad input

@@ -191,7 +191,9 @@ def test_batched_retrieval_gives_each_sub_env_what_it_would_get_alone():
         buffer, backend = _seeded_buffer(), Recording()
         envs = DreamGymVectorEnv(ToyDomain(), num_envs=4, backend=backend, retriever=wrap(buffer), top_k=3)
         _rollout(envs)
-        stored = sorted((t.episode_id, t.step, t.state, t.action) for t in buffer.iter_transitions())
+        transitions = list(buffer.iter_transitions())
+        episodes = _numbered((t.episode_id for t in transitions), {})
+        stored = sorted((e, t.step, t.state, t.action) for e, t in zip(episodes, transitions, strict=True))
         runs.append((sorted(backend.prompts), stored))
     (batched_prompts, batched_rows), (single_prompts, single_rows) = runs
     assert batched_prompts == single_prompts and batched_rows == single_rows
@@ -244,11 +246,17 @@ class FailOnce(ScriptedBackend):
         return answer
 
 
+def _numbered(ids, numbers):
+    """Episode ids as the order they were first seen in: alike for two env objects playing alike runs
+    (each env object gives its episodes ids of their own)."""
+    return [numbers.setdefault(episode_id, len(numbers)) for episode_id in ids]
+
+
 def _vector_trace(envs, actions, steps=3):
-    trace = []
+    trace, numbers = [], {}
     for _ in range(steps):
         obs, rewards, terms, truncs, infos = envs.step(actions)
-        trace.append((obs, rewards.tolist(), list(infos["step"]), list(infos["episode_id"])))
+        trace.append((obs, rewards.tolist(), list(infos["step"]), _numbered(infos["episode_id"], numbers)))
     return trace
 
 
@@ -333,7 +341,9 @@ def test_a_single_step_whose_write_fails_leaves_the_episode_as_it_was():
 
 
 def _rows(buffer):
-    return sorted((t.episode_id, t.step, t.action, t.next_state) for t in buffer.iter_transitions())
+    transitions, numbers = list(buffer.iter_transitions()), {}
+    episodes = _numbered((t.episode_id for t in transitions), numbers)
+    return sorted((e, t.step, t.action, t.next_state) for e, t in zip(episodes, transitions, strict=True))
 
 
 def test_a_failed_single_step_restores_the_env_rng():
@@ -348,3 +358,49 @@ def test_a_failed_single_step_restores_the_env_rng():
     clean.step("go[1]")
     assert after_retry == [clean.step("go[2]")[0], clean.step("go[3]")[0]]
     assert [r.seed for r in env.backend.requests[-2:]] == [r.seed for r in clean.backend.requests[-2:]]
+
+
+def _toy_env_with_a_buffer():
+    from dreamgym_env.buffer import ReplayBuffer
+
+    return DreamGymEnv(ToyDomain(), backend=ScriptedBackend(), retriever=ReplayBuffer())
+
+
+def test_async_vector_env_pickles_factories_so_an_env_holding_a_buffer_runs_in_spawned_workers():
+    """An env with a replay buffer (an open database, locks) does not pickle, and Gymnasium's
+    ``AsyncVectorEnv`` never asks it to: the factories travel, and each worker makes its own env."""
+    import pickle
+
+    from gymnasium.vector import AsyncVectorEnv
+
+    with pytest.raises(TypeError, match="RLock|sqlite3.Connection"):
+        pickle.dumps(_toy_env_with_a_buffer().unwrapped)
+    envs = AsyncVectorEnv([_toy_env_with_a_buffer] * 2, context="spawn")
+    try:
+        _, infos = envs.reset(seed=0)
+        envs.step(["go[1]", "go[2]"])
+    finally:
+        envs.close()
+    assert len(set(infos["episode_id"])) == 2
+
+
+def test_two_runs_with_overlapping_seeds_store_no_episode_id_twice():
+    """Sub-env 1 of ``reset(seed=3)`` and sub-env 0 of ``reset(seed=4)`` start from one RNG state, and a
+    second run repeats the first's seeds (with other actions): each episode still has an id of its own,
+    in ``info`` and in the buffer, where one id must never hold two different steps 0."""
+    from dreamgym_env.buffer import ReplayBuffer
+
+    buffer = ReplayBuffer(dedup="episode")
+    ids: list[str] = []
+    for actions in (("go[1]", "go[2]"), ("go[3]", "stop")):
+        envs = DreamGymVectorEnv(ToyDomain(), num_envs=2, backend=ScriptedBackend(), retriever=buffer)
+        for seed in (3, 4):
+            ids += list(envs.reset(seed=seed)[1]["episode_id"])
+            for action in actions:
+                envs.step([action] * envs.num_envs)
+    steps: dict[str, list[int]] = {}
+    for transition in buffer.iter_transitions():
+        steps.setdefault(transition.episode_id, []).append(transition.step)
+    assert len(set(ids)) == len(ids) == 8
+    assert set(steps) == set(ids)
+    assert all(sorted(found) == list(range(len(found))) for found in steps.values()), steps

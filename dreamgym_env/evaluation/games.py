@@ -49,7 +49,9 @@ def _play_games(
     The settings come from :func:`cases_from_games`, whose defaults are the only ones.
     """
     from dreamgym_env.domains.textworld.engine import play_noisy_expert
+    from dreamgym_env.domains.textworld.game_file import check_game_files
 
+    check_game_files(games)  # here, naming every bad file: a worker's engine would end the worker on one
     n = len(games)
     with ProcessPoolExecutor(max(1, min(workers, n))) as pool:
         batches = pool.map(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dreamgym_env.buffer.demonstrations import DEMONSTRATIONS as DEMONSTRATIONS
 from dreamgym_env.buffer.demonstrations import shipped_demonstrations, write_demonstrations
@@ -101,7 +101,7 @@ def servable_folder(folder: Path, name: str) -> Path:
         return folder
     from dreamgym_env.training.merge import merge_adapter, merged_dir
 
-    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    manifest = _manifest(folder, name)
     digest = weights_checksum(folder)
     if digest != manifest.get("weights_sha256"):
         raise ConfigError(
@@ -110,6 +110,28 @@ def servable_folder(folder: Path, name: str) -> Path:
             f"package or rebuild it with scripts/build_{name}_model.sh."
         )
     return merge_adapter(folder, str(manifest["base"]), digest, merged_dir(name, digest))
+
+
+def _manifest(folder: Path, name: str) -> dict[str, Any]:
+    """A shipped adapter's ``manifest.json``, which names its base and its weights' SHA-256.
+
+    Raises:
+        ConfigError: the file is missing, not a JSON object, or names no base; the error names it.
+    """
+    path = folder / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        manifest, problem = None, f"cannot be read as JSON ({e})"
+    else:
+        problem = "is not a JSON object naming its base" if not isinstance(manifest, dict) else ""
+    if problem or not isinstance(manifest, dict) or "base" not in manifest:
+        raise ConfigError(
+            f"The manifest of the shipped model {name!r}, {path}, {problem or 'names no base'}: it must be a "
+            f"JSON object with base and weights_sha256; reinstall the package or rebuild it with "
+            f"scripts/build_{name}_model.sh."
+        )
+    return manifest
 
 
 def weights_checksum(folder: str | Path) -> str:

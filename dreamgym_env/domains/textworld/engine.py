@@ -34,6 +34,7 @@ from dreamgym_env.domains.textworld.facts import (
     step_result,
 )
 from dreamgym_env.domains.textworld.families import game_family
+from dreamgym_env.domains.textworld.game_file import check_game_file, check_game_files
 from dreamgym_env.episode import EpisodeEnv, WorldAttribute
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, DreamGymError
 from dreamgym_env.real.mapping import clean_game_text
@@ -96,6 +97,7 @@ class TextGameEngine(EngineWorld):
         missing = [f for f in self.game_files if not os.path.isfile(f)]
         if missing:
             raise DreamGymError(f"Game files not found: {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+        check_game_files(self.game_files)  # the engine ends the process on a damaged one
         self._engine: Any = None
         self._game = ""
 
@@ -153,6 +155,7 @@ class TextGameEngine(EngineWorld):
         else:
             game = self.game_files[int(rng.integers(len(self.game_files)))]
         if self._engine is None or game != self._game:
+            check_game_file(game)
             self.close()
             self._engine = textworld.start(game, self._request_infos(textworld), wrappers=self._wrappers())
             self._game = game

@@ -42,7 +42,7 @@ from typing import Any
 
 import openai
 
-from dreamgym_env._openai_client import api_error, async_client
+from dreamgym_env._openai_client import api_error, async_client, connection_failure
 from dreamgym_env.config import BackendConfig
 from dreamgym_env.errors import BackendError, ConfigError, InvalidResponseError, ServerUnreachableError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest
@@ -292,8 +292,7 @@ class OpenAIBackend(Backend):
         except TimeoutError as e:
             raise _Retryable(f"no complete answer within {limit:.3g}s") from e
         except openai.APIConnectionError as e:  # includes APITimeoutError
-            cause = f" ({redact(str(e.__cause__))})" if e.__cause__ is not None else ""
-            raise _Retryable(f"{type(e).__name__}: {redact(str(e))}{cause}") from e
+            raise _Retryable(connection_failure(e, redact)) from e
         except openai.APIStatusError as e:
             message = redact(str(e))
             if e.status_code in _RETRY_STATUSES or e.status_code >= 500:
