@@ -54,3 +54,17 @@ def test_the_random_policys_difference_is_paired_and_its_interval_holds_the_mean
         difference = row["random_success_difference"]
         assert difference["n"] == row["random_episodes"]
         assert abs(difference["mean"] - (row["random_success_dream"] - row["random_success_real"])) < 1e-9
+
+
+def test_the_docs_quote_the_training_run_without_the_memo() -> None:
+    result = json.loads((ROOT / "docs" / "results" / "learned_training_share_no_memo.json").read_text())
+    assert result["config"]["memo"] is False and result["setting"] == "learned"
+    answered = result["answered_by"]
+    assert sum(answered.values()) == result["sim_steps"] and "memo" not in answered
+    docs = (ROOT / "docs" / "experience_model.md").read_text(encoding="utf-8")
+    share = (answered["chosen"] + answered["model"]) / result["sim_steps"]
+    assert (
+        f"the model decided {share:.2f} of the steps (chose {answered['chosen'] / result['sim_steps']:.2f}"
+        in docs
+    )
+    assert f"the rules answered the other {answered['rule'] / result['sim_steps']:.2f}" in docs
