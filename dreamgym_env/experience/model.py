@@ -236,8 +236,11 @@ class ExperienceModel:
                 )
         step_facts = self.domain.describe_step(task, history, state, action)
         key = memo_key(fingerprint(), self._shown(history), state, action, step_facts)
+        fits = functools.partial(
+            self._fits, outcomes=outcomes, task=task, history=history, state=state, action=action
+        )
         remembered = None if memo is None else memo.get(key)
-        if remembered is not None:
+        if remembered is not None and fits(remembered):
             rejudged = self._rejudged(remembered, task, history, state, action)
             if rejudged is not None:
                 return Prediction(rejudged, None, 0, None, answered_by="memo")
@@ -265,12 +268,37 @@ class ExperienceModel:
             return prediction
         rejudged = (
             None
-            if prediction.output is None
+            if prediction.output is None or not fits(prediction.output)
             else self._rejudged(prediction.output, task, history, state, action)
         )
         if rejudged is None:  # the identical request in flight got nothing usable: ask anew
             return await ask()
         return Prediction(rejudged, None, 0, None, answered_by="memo")
+
+    def _fits(
+        self,
+        known: ExperienceOutput,
+        *,
+        outcomes: Sequence[str] | None,
+        task: Task,
+        history: Sequence[Step],
+        state: str,
+        action: str,
+    ) -> bool:
+        """Whether an answer given in another episode keeps to this episode's guide (:attr:`EnvConfig.guided_answers`).
+
+        The memo's key holds what the model is shown, not what the domain's guide asks of the answer,
+        and the guide may read more of the episode: a new room must not take a name this episode gave
+        another room, though an episode that had not seen that room was right to use it. An answer
+        that is none of this step's outcomes, or out of its form, is asked for again.
+        """
+        if not self.config.guided_answers:
+            return True
+        answer = self.domain.state_answer(state, known.next_state)
+        if outcomes:
+            return answer in outcomes
+        pattern = self.domain.answer_pattern(task, history, state, action)
+        return pattern is None or re.fullmatch(pattern, answer) is not None
 
     def _rejudged(
         self, known: ExperienceOutput, task: Task, history: Sequence[Step], state: str, action: str

@@ -94,3 +94,32 @@ def test_the_http_request_carries_vllms_choice():
     assert "structured_outputs" not in backend._request_kwargs(
         CompletionRequest(messages=[], json_schema=None)
     )
+
+
+def test_a_remembered_room_this_episode_gave_another_room_is_asked_for_again():
+    # The memo keys what the model is shown; the guide reads more of the episode (the names it gave).
+    from dreamgym_env.experience.memo import StepMemo
+    from dreamgym_env.records import Step
+
+    kitchen = "Done.\nRoom: kitchen\nExits: east, north\nHere: nothing\nCarrying: nothing"
+    hall = "Done.\nRoom: hall\nExits: west\nHere: nothing"
+    attic = "Done.\nRoom: attic\nExits: west\nHere: nothing"
+    backend = ScriptedBackend([hall, attic])
+    config = EnvConfig(answer_format="state", top_k=0, guided_answers=True, parse_retries=0, history_window=0)
+    model = ExperienceModel(get_domain("textworld"), backend, config, StepMemo())
+    task = Task(task_id="t", domain="textworld", instruction="find the coin")
+
+    def came_from(room: str) -> list[Step]:  # the room north of the kitchen
+        return [
+            Step(state=f"Room: {room}\nExits: south\nHere: nothing\nCarrying: nothing", action="go south")
+        ]
+
+    first = run_sync(model.apredict(task, came_from("pantry"), [], kitchen, "go east", seed=0))
+    assert first.answered_by == "model" and "Room: hall" in first.output.next_state
+    # Another episode came from a hall north of the kitchen: east cannot be a hall too.
+    second = run_sync(model.apredict(task, came_from("hall"), [], kitchen, "go east", seed=0))
+    assert second.answered_by == "model" and "Room: attic" in second.output.next_state
+    assert backend.requests_received == 2
+    # An episode that fits the remembered answer (now the attic) is still answered from the memo.
+    again = run_sync(model.apredict(task, came_from("cellar"), [], kitchen, "go east", seed=0))
+    assert again.answered_by == "memo" and "Room: attic" in again.output.next_state
