@@ -101,6 +101,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-episodes", type=int, default=100, help="per split, per seed")
     p.add_argument("--max-steps", type=int, default=20, help="per episode, training and evaluation")
     p.add_argument("--max-actions", type=int, default=32, help="K of DiscreteActions")
+    p.add_argument(
+        "--skip-verbs",
+        nargs="*",
+        default=[],
+        help="first words of commands no arm's policy is offered (DiscreteActions' skip_verbs), e.g. "
+        "look inventory examine",
+    )
     p.add_argument("--num-envs", type=int, default=16, help="envs per rollout (concurrent in the sim)")
     p.add_argument("--n-steps", type=int, default=32, help="steps per env per rollout")
     p.add_argument("--batch-size", type=int, default=256)
@@ -174,6 +181,8 @@ def config_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
     """What an arm's figures depend on (recorded in its file; COMPARABLE keys must agree across arms)."""
     config = {k: getattr(args, k) for k in COMPARABLE}
     config["suite"] = str(Path(args.suite).resolve())
+    if args.skip_verbs:  # recorded only when set, so earlier arm files keep their settings
+        config["skip_verbs"] = list(args.skip_verbs)
     if arm in SIM_ARMS:
         config.update(
             {
@@ -208,6 +217,7 @@ def ppo_args(args: argparse.Namespace, env_id: str, seed: int, timesteps: int) -
         algo="maskable_ppo",
         max_steps=args.max_steps,
         max_actions=args.max_actions,
+        skip_verbs=tuple(args.skip_verbs),
         num_envs=args.num_envs,
         total_timesteps=timesteps,
         n_steps=args.n_steps,
@@ -527,7 +537,8 @@ def build_table(out: Path) -> str:
         "",
     ]
     for arm, data in files.items():
-        diff = {k: data["config"].get(k) for k in COMPARABLE if data["config"].get(k) != first.get(k)}
+        keys = (*COMPARABLE, "skip_verbs")
+        diff = {k: data["config"].get(k) for k in keys if data["config"].get(k) != first.get(k)}
         if diff:
             lines += [f"- **Warning**: `{arm}` ran with other settings: {diff}.", ""]
     sim_cfgs = [files[a]["config"] for a in SIM_ARMS if a in files]

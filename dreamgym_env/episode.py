@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -184,18 +185,30 @@ def _rng_from_json(rng_state: str) -> np.random.Generator:
 _ENVS_MADE = itertools.count()
 """This process's envs, counted as they are made: each new episode's id names its env's number."""
 
+_PROCESS_SALT = os.urandom(16)
+"""Random bytes of this process, drawn again in a forked child: ids from two processes never meet."""
+
+
+def _new_process_salt() -> None:
+    global _PROCESS_SALT
+    _PROCESS_SALT = os.urandom(16)
+
+
+os.register_at_fork(after_in_child=_new_process_salt)
+
 
 def _new_episode_id(draw: bytes, env_number: int) -> str:
-    """A new episode's id: 16 bytes ``draw`` from the env's RNG, and the number of the env playing it.
+    """A new episode's id: 16 bytes ``draw`` from the env's RNG, the env's number and the process's salt.
 
     The draw alone repeats whenever an RNG state does: sub-env 1 of a vector ``reset(seed=3)`` and
     sub-env 0 of ``reset(seed=4)`` are both seeded 4, and so is a second run of the same seeds; what
-    groups stored transitions by episode would mix their steps. The env's number sets those apart. One
-    env reset with one seed repeats its id, as Gymnasium's determinism check asks (``check_env``: the
-    same seed, the same ``info``), and both parts are deterministic, so a seeded script run again
-    repeats its ids.
+    groups stored transitions by episode would mix their steps. The env's number sets envs of one
+    process apart, and the process's salt (random, drawn again in every forked child) the workers of an
+    ``AsyncVectorEnv``, which count their envs from the same number, and two runs writing to one buffer.
+    One env reset with one seed repeats its id, as Gymnasium's determinism check asks (``check_env``:
+    the same seed, the same ``info``); a seeded script run again gets new ids.
     """
-    digest = hashlib.sha256(draw + env_number.to_bytes(8, "big")).digest()
+    digest = hashlib.sha256(draw + env_number.to_bytes(8, "big") + _PROCESS_SALT).digest()
     return str(uuid.UUID(bytes=digest[:16], version=4))
 
 

@@ -404,3 +404,19 @@ def test_two_runs_with_overlapping_seeds_store_no_episode_id_twice():
     assert len(set(ids)) == len(ids) == 8
     assert set(steps) == set(ids)
     assert all(sorted(found) == list(range(len(found))) for found in steps.values()), steps
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_async_workers_reset_with_one_seed_get_ids_of_their_own(context):
+    """Each worker process counts its envs from the same number (a forked one even from the parent's);
+    the process's salt still sets their episodes apart."""
+    from gymnasium.vector import AsyncVectorEnv
+
+    envs = AsyncVectorEnv([_toy_env_with_a_buffer] * 2, context=context)
+    try:
+        _, infos = envs.reset(seed=[5, 5])
+        _, again = envs.reset(seed=[5, 5])
+    finally:
+        envs.close()
+    assert len(set(infos["episode_id"])) == 2
+    assert list(again["episode_id"]) == list(infos["episode_id"])  # one env, one seed: one id

@@ -69,6 +69,7 @@ class SB3VecEnv(VecEnv):
         embedder: Any :class:`~dreamgym_env.buffer.embedders.Embedder`; default
             ``HashingEmbedder(dim=256)``.
         fields: Which texts to embed, as for ``TextEmbedding``.
+        skip_verbs: First words of commands the policy is not offered, as for ``DiscreteActions``.
 
     Example:
         >>> envs = SB3VecEnv.make("DreamGym/TextWorld-v0", num_envs=16, max_actions=16,
@@ -85,6 +86,8 @@ class SB3VecEnv(VecEnv):
         on_invalid: InvalidIndexPolicy = "fail",
         embedder: Embedder | None = None,
         fields: Sequence[EmbeddedField] = ("observation",),
+        *,
+        skip_verbs: Sequence[str] = (),
     ) -> None:
         mode = venv.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         if AutoresetMode(mode) is not AutoresetMode.SAME_STEP:
@@ -95,7 +98,7 @@ class SB3VecEnv(VecEnv):
             )
         self.venv = venv
         # The batch goes through the vector wrappers, which own the rules; this class only speaks SB3.
-        self._discrete = VectorDiscreteActions(venv, max_actions, on_invalid)
+        self._discrete = VectorDiscreteActions(venv, max_actions, on_invalid, skip_verbs=skip_verbs)
         self._stack = VectorTextEmbedding(self._discrete, embedder, fields)
         self.max_actions = max_actions
         self.on_invalid: InvalidIndexPolicy = on_invalid
@@ -115,6 +118,7 @@ class SB3VecEnv(VecEnv):
         on_invalid: InvalidIndexPolicy = "fail",
         embedder: Embedder | None = None,
         fields: Sequence[EmbeddedField] = ("observation",),
+        skip_verbs: Sequence[str] = (),
         **env_kwargs: Any,
     ) -> SB3VecEnv:
         """``gymnasium.make_vec(env_id, num_envs, **env_kwargs)`` in ``SAME_STEP`` mode, wrapped.
@@ -133,7 +137,7 @@ class SB3VecEnv(VecEnv):
                 vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
                 **env_kwargs,
             )
-        return cls(venv, max_actions, on_invalid, embedder, fields)
+        return cls(venv, max_actions, on_invalid, embedder, fields, skip_verbs=skip_verbs)
 
     @classmethod
     def from_env_fns(
@@ -144,6 +148,7 @@ class SB3VecEnv(VecEnv):
         on_invalid: InvalidIndexPolicy = "fail",
         embedder: Embedder | None = None,
         fields: Sequence[EmbeddedField] = ("observation",),
+        skip_verbs: Sequence[str] = (),
     ) -> SB3VecEnv:
         """Wrap a ``SyncVectorEnv`` (``SAME_STEP``) of the envs ``env_fns`` make, e.g. real envs.
 
@@ -151,7 +156,7 @@ class SB3VecEnv(VecEnv):
         ``DreamGymVectorEnv`` step concurrently.
         """
         venv = SyncVectorEnv(list(env_fns), autoreset_mode=AutoresetMode.SAME_STEP)
-        return cls(venv, max_actions, on_invalid, embedder, fields)
+        return cls(venv, max_actions, on_invalid, embedder, fields, skip_verbs=skip_verbs)
 
     # ------------------------------------------------------------------ VecEnv API
     def reset(self) -> np.ndarray:

@@ -60,6 +60,7 @@ class PPOSettings:
     games_dir: str = "runs/textworld_games"
     max_steps: int = 12
     max_actions: int = 16
+    skip_verbs: tuple[str, ...] = ()  # commands not offered to the policy, by first word (DiscreteActions)
     num_envs: int = 4
     total_timesteps: int = 6_000
     n_steps: int = 128
@@ -110,7 +111,7 @@ def env_kwargs(args: PPOSettings, games: list[str]) -> dict[str, Any]:
 def make_env(args: PPOSettings, kwargs: dict[str, Any]) -> gym.Env:
     """One env as the policy sees it: commands as ``Discrete(max_actions)`` with masks, text hashed."""
     env = gym.make(args.env_id, **kwargs)
-    return TextEmbedding(DiscreteActions(env, args.max_actions), fields=FIELDS)
+    return TextEmbedding(DiscreteActions(env, args.max_actions, skip_verbs=args.skip_verbs), fields=FIELDS)
 
 
 def make_train_envs(args: PPOSettings, kwargs: dict[str, Any]) -> Any:
@@ -126,7 +127,14 @@ def make_train_envs(args: PPOSettings, kwargs: dict[str, Any]) -> Any:
         return make_vec_env(lambda: make_env(args, kwargs), n_envs=args.num_envs, seed=args.seed)
     from dreamgym_env.integrations.sb3 import SB3VecEnv
 
-    envs = SB3VecEnv.make(args.env_id, args.num_envs, max_actions=args.max_actions, fields=FIELDS, **kwargs)
+    envs = SB3VecEnv.make(
+        args.env_id,
+        args.num_envs,
+        max_actions=args.max_actions,
+        fields=FIELDS,
+        skip_verbs=args.skip_verbs,
+        **kwargs,
+    )
     envs.seed(args.seed)
     return VecMonitor(envs)
 

@@ -9,6 +9,7 @@ commands of the current state in ``info["admissible_actions"]``, so index ``i`` 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal, SupportsInt
 
 import gymnasium as gym
@@ -52,11 +53,18 @@ class DiscreteActions(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruct
 
     ``info["action_text"]`` is the string actually played.
 
+    ``skip_verbs`` leaves commands out of the index space by their first word, the same way in a real
+    and a simulated env: in TextWorld's canonical state ``look``, ``inventory`` and ``examine`` show
+    nothing the state does not already hold, so a policy over the rest spends its steps on the world.
+    ``info["admissible_actions"]`` still lists everything the env admits.
+
     Args:
         env: A DreamGym env (simulated or real) whose ``info`` carries ``admissible_actions``.
         max_actions: ``K``, the size of the discrete space: at least the longest admissible list the
             policy should see (TextWorld's simple games list 3-10 commands; 16-32 is a safe range).
         on_invalid: ``"fail"`` or ``"wrap"`` (see above).
+        skip_verbs: first words of commands the policy is not offered (e.g. ``("look", "inventory",
+            "examine")``); none by default.
 
     Example:
         >>> env = DiscreteActions(gymnasium.make("DreamGym/TextWorld-Real-v0", game_files=games), 16)
@@ -66,7 +74,12 @@ class DiscreteActions(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruct
     """
 
     def __init__(
-        self, env: gym.Env[Any, str], max_actions: int = 32, on_invalid: InvalidIndexPolicy = "fail"
+        self,
+        env: gym.Env[Any, str],
+        max_actions: int = 32,
+        on_invalid: InvalidIndexPolicy = "fail",
+        *,
+        skip_verbs: Sequence[str] = (),
     ) -> None:
         if isinstance(env, VectorEnv):
             raise ConfigError(
@@ -75,10 +88,13 @@ class DiscreteActions(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruct
                 "the native vector env's concurrent steps."
             )
         check_discrete_config(max_actions, on_invalid, getattr(env.unwrapped, "domain", None))
-        gym.utils.RecordConstructorArgs.__init__(self, max_actions=max_actions, on_invalid=on_invalid)
+        gym.utils.RecordConstructorArgs.__init__(
+            self, max_actions=max_actions, on_invalid=on_invalid, skip_verbs=tuple(skip_verbs)
+        )
         super().__init__(env)
         self.max_actions = max_actions
         self.on_invalid: InvalidIndexPolicy = on_invalid
+        self.skip_verbs = check_skip_verbs(skip_verbs)
         self.action_space = spaces.Discrete(max_actions)
         self._actions: list[str] = []
 
@@ -117,7 +133,7 @@ class DiscreteActions(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruct
         return obs, float(reward), terminated, truncated, self._observe(info)
 
     def _observe(self, info: dict[str, Any]) -> dict[str, Any]:
-        self._actions = _observe_actions(info, self.max_actions)
+        self._actions = _observe_actions(info, self.max_actions, self.skip_verbs)
         return info
 
 
@@ -137,6 +153,30 @@ def check_discrete_config(max_actions: int, on_invalid: str, domain: Any = None)
             "action space (admissible_actions is empty). Keep its text actions and use an LLM policy "
             "(dreamgym_env.training.collect_groups) or a policy of your own over the action grammar."
         )
+
+
+def check_skip_verbs(skip_verbs: Sequence[str]) -> frozenset[str]:
+    """``skip_verbs`` as a set of lower-case words.
+
+    Raises:
+        ConfigError: a string instead of a sequence of them, or an entry that is not one word.
+    """
+    if isinstance(skip_verbs, str) or not all(isinstance(v, str) and v.split() == [v] for v in skip_verbs):
+        raise ConfigError(
+            f"skip_verbs must be a sequence of single words (first words of commands, e.g. "
+            f"('look', 'inventory', 'examine')), got {skip_verbs!r}."
+        )
+    return frozenset(v.lower() for v in skip_verbs)
+
+
+def offered_actions(listed: Iterable[Any], skip_verbs: frozenset[str]) -> list[str]:
+    """The admissible actions a policy is offered: ``listed`` as text, without those ``skip_verbs`` names."""
+    actions = [str(a) for a in listed]
+    if not skip_verbs:
+        return actions
+    return [
+        a for a in actions if a.split(maxsplit=1)[:1] and a.split(maxsplit=1)[0].lower() not in skip_verbs
+    ]
 
 
 def action_mask(n_actions: int, max_actions: int) -> np.ndarray:
@@ -168,13 +208,13 @@ def index_to_action(actions: list[str], index: int, on_invalid: InvalidIndexPoli
     )
 
 
-def _observe_actions(info: dict[str, Any], max_actions: int) -> list[str]:
-    """Read the first ``max_actions`` admissible actions of a state from ``info``, annotating it.
+def _observe_actions(info: dict[str, Any], max_actions: int, skip_verbs: frozenset[str]) -> list[str]:
+    """Read the first ``max_actions`` offered actions of a state from ``info``, annotating it.
 
-    Sets ``info["actions_dropped"]`` (how many listed actions are out of reach) and
+    Sets ``info["actions_dropped"]`` (how many offered actions are out of reach) and
     ``info["action_mask"]``; returns the reachable actions, which indices ``0..K-1`` stand for.
     """
-    listed = [str(a) for a in info.get("admissible_actions") or []]
+    listed = offered_actions(info.get("admissible_actions") or [], skip_verbs)
     actions = listed[:max_actions]
     info["actions_dropped"] = len(listed) - len(actions)
     info["action_mask"] = action_mask(len(actions), max_actions)

@@ -25,7 +25,9 @@ from dreamgym_env.wrappers.discrete_actions import (
     InvalidIndexPolicy,
     action_mask,
     check_discrete_config,
+    check_skip_verbs,
     index_to_action,
+    offered_actions,
 )
 from dreamgym_env.wrappers.text_embedding import EmbeddedField, check_fields, embedding_space
 
@@ -45,6 +47,7 @@ class VectorDiscreteActions(VectorWrapper):
             ``SyncVectorEnv`` of real ones) whose infos carry ``admissible_actions``.
         max_actions: ``K``, the size of each sub-env's discrete space.
         on_invalid: ``"fail"`` or ``"wrap"``, as for ``DiscreteActions``.
+        skip_verbs: first words of commands the policy is not offered, as for ``DiscreteActions``.
 
     Example:
         >>> envs = VectorDiscreteActions(gymnasium.make_vec("DreamGym/TextWorld-v0", num_envs=8), 16)
@@ -53,12 +56,18 @@ class VectorDiscreteActions(VectorWrapper):
     """
 
     def __init__(
-        self, env: VectorEnv, max_actions: int = 32, on_invalid: InvalidIndexPolicy = "fail"
+        self,
+        env: VectorEnv,
+        max_actions: int = 32,
+        on_invalid: InvalidIndexPolicy = "fail",
+        *,
+        skip_verbs: Sequence[str] = (),
     ) -> None:
         check_discrete_config(max_actions, on_invalid, _domain(env))
         super().__init__(env)
         self.max_actions = max_actions
         self.on_invalid: InvalidIndexPolicy = on_invalid
+        self.skip_verbs = check_skip_verbs(skip_verbs)
         self.single_action_space = spaces.Discrete(max_actions)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._actions: list[list[str]] = [[] for _ in range(self.num_envs)]
@@ -118,7 +127,7 @@ class VectorDiscreteActions(VectorWrapper):
         masks = np.zeros((self.num_envs, self.max_actions), dtype=np.bool_)
         dropped = np.zeros(self.num_envs, dtype=np.int64)
         for j in np.flatnonzero(ended):
-            actions = [str(a) for a in (listed[j] if listed is not None else None) or []]
+            actions = offered_actions((listed[j] if listed is not None else None) or [], self.skip_verbs)
             masks[j] = action_mask(min(len(actions), self.max_actions), self.max_actions)
             dropped[j] = max(0, len(actions) - self.max_actions)
         final_info["action_mask"], final_info["_action_mask"] = masks, ended.copy()
@@ -131,7 +140,7 @@ class VectorDiscreteActions(VectorWrapper):
         dropped = np.zeros(self.num_envs, dtype=np.int64)
         for j in range(self.num_envs):
             if listed is not None and present[j]:
-                actions = [str(a) for a in listed[j] or []]
+                actions = offered_actions(listed[j] or [], self.skip_verbs)
                 self._actions[j] = actions[: self.max_actions]
                 dropped[j] = len(actions) - len(self._actions[j])
         infos["action_mask"] = self.action_masks()

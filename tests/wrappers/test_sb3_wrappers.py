@@ -154,3 +154,24 @@ def test_wrapped_envs_are_remade_from_their_spec():
     assert isinstance(again, TextEmbedding) and isinstance(inner, DiscreteActions)
     assert (inner.max_actions, inner.on_invalid) == (8, "wrap")
     assert again.reset(seed=0)[0].shape == env.reset(seed=0)[0].shape
+
+
+OBSERVING = ("look", "inventory", "examine")
+
+
+def test_skipped_verbs_are_not_offered_but_still_listed() -> None:
+    env = DiscreteActions(sim_env(), max_actions=16, skip_verbs=OBSERVING)
+    _, info = env.reset(seed=0)
+    listed = info["admissible_actions"]
+    offered = [a for a in listed if a.split()[0] not in OBSERVING]
+    assert len(offered) < len(listed)  # the state lists look and examine commands
+    assert env.actions == offered and info["action_mask"].sum() == len(offered)
+    *_, info = env.step(0)
+    assert info["action_text"] == offered[0]
+    assert all(a.split()[0] not in OBSERVING for a in env.actions)
+
+
+@pytest.mark.parametrize("bad", ["look", ["go north"], [3]])
+def test_skip_verbs_must_be_single_words(bad: object) -> None:
+    with pytest.raises(ConfigError, match="skip_verbs"):
+        DiscreteActions(sim_env(), max_actions=16, skip_verbs=bad)  # type: ignore[arg-type]

@@ -244,3 +244,15 @@ def test_every_truncated_episode_reports_its_outcome(kwargs: dict[str, int]) -> 
             *_, truncated, _ = env.step("")
     env.reset(seed=99)
     assert tasks.outcomes == [(0.0, False)] * 4
+
+
+def test_vector_adapter_skips_the_verbs_the_single_env_adapter_skips() -> None:
+    skip = ("look", "examine")
+    envs = gym.make_vec(ENV_ID, num_envs=2, backend="scripted", max_steps=3)
+    ours = VectorDiscreteActions(envs, K, skip_verbs=skip)
+    single = DiscreteActions(DreamGymEnv("textworld", backend="scripted", max_steps=3), K, skip_verbs=skip)
+    _, infos = ours.reset(seed=[5, 6])
+    single.reset(seed=5)
+    assert ours.actions[0] == single.actions and single.actions
+    assert all(a.split()[0] not in skip for row in ours.actions for a in row)
+    assert infos["action_mask"][0].sum() == len(single.actions)
