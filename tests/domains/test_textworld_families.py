@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from dreamgym_env.domains import get_domain
-from dreamgym_env.domains.textworld.families import chain_map, family_lost, game_family, has_loss_rule
+from dreamgym_env.domains.textworld.families import (
+    chain_map,
+    family_lost,
+    game_family,
+    game_rooms,
+    has_loss_rule,
+)
 from dreamgym_env.records import Step, Task
 
 HUNT = (
@@ -44,6 +50,24 @@ def test_the_family_is_read_from_the_metadata_beside_the_game(
     game.write_bytes(b"")
     (tmp_path / "g.json").write_text(json.dumps({"metadata": {"uuid": uuid}}))
     assert game_family(game) == family
+
+
+@pytest.mark.parametrize(
+    ("uuid", "rooms"),
+    [
+        # What `tw-make custom --world-size 5 --nb-objects 7 --quest-length 2` writes (GameOptions.uuid).
+        ("tw-PoFqhWFZFkFjFnFPF6-house-GP-ekDZtbGXIbO5FKp8", 1),
+        ("tw-treasure_hunter-0PFdcj-house-GP-6KNecjeyCXQYID9o", None),  # a challenge's game: its family
+        ("tw-notahashid-house-GP-x", None),
+        ("something else", None),
+    ],
+)
+def test_a_custom_games_size_is_read_from_the_options_its_uuid_encodes(
+    tmp_path: Path, uuid: str, rooms: int | None
+) -> None:
+    game = tmp_path / "g.z8"
+    (tmp_path / "g.json").write_text(json.dumps({"metadata": {"uuid": uuid}}))
+    assert game_rooms(game) == rooms
 
 
 def test_a_game_without_readable_metadata_has_no_family(tmp_path: Path) -> None:
@@ -126,6 +150,30 @@ def test_a_coin_collectors_dream_enters_dead_ends_off_the_walkthrough() -> None:
     assert re.fullmatch(pattern(None), two_ways)
     assert not re.fullmatch(pattern("tw-coin_collector"), two_ways)
     assert re.fullmatch(pattern("tw-coin_collector"), "Done.\nRoom: pantry\nExits: north\nHere: nothing")
+
+
+def test_a_custom_dream_invents_no_more_rooms_than_the_map_has() -> None:
+    quest = "First, go east. Then, take the key from the floor of the den. That's it!"
+    start = "Room: hall\nExits: east, north\nHere: nothing\nCarrying: nothing\n\nYour task is to: " + quest
+
+    def pattern(rooms: int | None, action: str) -> str:
+        metadata = {"rooms": rooms} if rooms else {}
+        task = Task(task_id="t", domain="textworld", instruction=quest, metadata=metadata)
+        found = get_domain("textworld").answer_pattern(task, [], start, action)
+        assert found is not None
+        return found
+
+    branching = "Done.\nRoom: den\nExits: south, west\nHere: key"
+    dead_end = "Done.\nRoom: den\nExits: west\nHere: key"
+    assert re.fullmatch(pattern(None, "go east"), branching)
+    # Three rooms: the den and one more behind the hall's north exit; the den can open no way on.
+    assert not re.fullmatch(pattern(3, "go east"), branching)
+    assert re.fullmatch(pattern(3, "go east"), dead_end)
+    # Four rooms leave one to find behind the den.
+    assert re.fullmatch(pattern(4, "go east"), branching)
+    # Off the walkthrough, the same bound.
+    assert re.fullmatch(pattern(4, "go north"), "Done.\nRoom: attic\nExits: south, east\nHere: nothing")
+    assert not re.fullmatch(pattern(3, "go north"), "Done.\nRoom: attic\nExits: south, east\nHere: nothing")
 
 
 def test_a_stored_transition_keeps_the_family_so_a_replayed_step_is_judged_alike() -> None:

@@ -246,7 +246,9 @@ class TextWorldDomain(Domain):
     max_steps = BUILTIN_DOMAINS[name].max_steps  # the one definition: the domain table
     instructions = _INSTRUCTIONS
     task_fact_keys = ("world", "goal")
-    task_attribute_keys = ("family",)  # the game's challenge (families.py): public, known to a learned dream
+    # What made the game (families.py): its challenge, or a custom game's number of rooms; public, as a
+    # user who generated the game chose them, so known to a learned dream.
+    task_attribute_keys = ("family", "rooms")
     step_fact_keys = ("world",)
     lists_actions = True
     # Only the player changes a game. In the offline data 46 of the 4,637 (state, action) pairs seen in
@@ -295,11 +297,24 @@ class TextWorldDomain(Domain):
 
         A new room with the way back among its exits; a container opened and holding something or empty.
         In a family whose maps are a chain (:func:`~dreamgym_env.domains.textworld.families.chain_map`),
-        a room off the walkthrough is a dead end.
+        a room off the walkthrough is a dead end; in a custom game of a known size (``rooms``), a new room
+        lists no more ways on than the rooms not yet shown can fill.
         """
         world, whole, seen = _layout(task, history, state)
         chain = chain_map(task.metadata.get("family"))
-        reveal = None if whole else reveal_needs(task.instruction, (*seen, state), world, action, chain=chain)
+        rooms = task.metadata.get("rooms")
+        reveal = (
+            None
+            if whole
+            else reveal_needs(
+                task.instruction,
+                (*seen, state),
+                world,
+                action,
+                chain=chain,
+                rooms=rooms if isinstance(rooms, int) else None,
+            )
+        )
         return step_pattern(state, action, world, seen, whole_layout=whole, reveal=reveal)
 
     def state_answer(self, state: str, next_state: str) -> str:

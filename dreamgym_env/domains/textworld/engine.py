@@ -33,7 +33,7 @@ from dreamgym_env.domains.textworld.facts import (
     render_world,
     step_result,
 )
-from dreamgym_env.domains.textworld.families import game_family
+from dreamgym_env.domains.textworld.families import game_family, game_rooms
 from dreamgym_env.domains.textworld.game_file import check_game_file, check_game_files
 from dreamgym_env.episode import EpisodeEnv, WorldAttribute
 from dreamgym_env.errors import ConfigError, DependencyNotInstalled, DreamGymError
@@ -122,11 +122,12 @@ class TextGameEngine(EngineWorld):
 
     def _make_task(self, game: str, game_state: Mapping[str, Any], state: str) -> Task:
         objective = " ".join(str(game_state["objective"] or "").split())
+        made = {"family": game_family(game), "rooms": game_rooms(game)}  # how the game was made: public
         return Task(
             task_id=textworld_task_id(game),
             domain=self.domain.name,
             instruction=objective,
-            metadata={"game_file": game, **({"family": family} if (family := game_family(game)) else {})},
+            metadata={"game_file": game, **{k: v for k, v in made.items() if v is not None}},
             source=f"{self.domain.name}:real",
         )
 

@@ -39,18 +39,45 @@ FAMILIES = ("tw-treasure_hunter", "tw-coin_collector", "tw-simple", "tw-cooking"
 """TextWorld's challenge families, as their games' metadata names them (``uuid`` starts with one)."""
 
 
+def _game_uuid(game_file: str | os.PathLike[str]) -> str:
+    """The ``uuid`` TextWorld writes into a game's metadata (``<game>.json``), or ``""``."""
+    meta_path = Path(game_file).with_suffix(".json")
+    try:
+        return str(json.loads(meta_path.read_text()).get("metadata", {}).get("uuid", ""))
+    except (OSError, ValueError, AttributeError) as e:
+        logger.debug("No metadata for %s: %s", game_file, e)
+        return ""
+
+
 def game_family(game_file: str | os.PathLike[str]) -> str | None:
     """The challenge family of a game, from the metadata TextWorld writes beside it (``<game>.json``).
 
     ``None`` for a game of no challenge (a custom quest), or one whose metadata is missing or unreadable.
     """
-    meta_path = Path(game_file).with_suffix(".json")
-    try:
-        uuid = json.loads(meta_path.read_text()).get("metadata", {}).get("uuid", "")
-    except (OSError, ValueError, AttributeError) as e:
-        logger.debug("No family for %s: %s", game_file, e)
+    uuid = _game_uuid(game_file)
+    return next((family for family in FAMILIES if uuid.startswith(f"{family}-")), None)
+
+
+def game_rooms(game_file: str | os.PathLike[str]) -> int | None:
+    """How many rooms a custom game was made with (``tw-make custom --world-size N``), from its metadata.
+
+    A custom game's ``uuid`` (``tw-<options>-<grammar>-<seeds>``) encodes the options its maker chose,
+    the number of rooms first, as TextWorld's ``GameOptions.uuid`` writes them (hashids, salt
+    ``TextWorld``). Like a challenge's family and level, it is what a user who made the game set, not
+    the map: a learned dream bounds the rooms it invents by it (:func:`~.plan.reveal_needs`). ``None``
+    for a challenge's game, or metadata that is missing or not of that form.
+    """
+    uuid = _game_uuid(game_file)
+    parts = uuid.split("-")
+    if len(parts) < 4 or parts[0] != "tw" or any(uuid.startswith(f"{family}-") for family in FAMILIES):
         return None
-    return next((family for family in FAMILIES if str(uuid).startswith(f"{family}-")), None)
+    try:
+        from hashids import Hashids  # TextWorld's own dependency
+
+        options = Hashids(salt="TextWorld").decode(parts[1])
+    except ImportError:
+        return None
+    return int(options[0]) if options and int(options[0]) > 0 else None
 
 
 def _carried(state: CanonicalState) -> set[str]:

@@ -177,8 +177,41 @@ def _place_goals(node: _Node) -> None:
             thing.state = "open"
 
 
+def _fewest(*bounds: int | None) -> int | None:
+    """The tightest of some bounds, ``None`` standing for none."""
+    given = [b for b in bounds if b is not None]
+    return min(given) if given else None
+
+
+def _rooms_left(
+    rooms: int, states: Sequence[str], links: dict[str, dict[str, str]], here: str, way: str
+) -> int:
+    """How many exits a room entered now by ``way`` from ``here`` may list besides the way back.
+
+    In a map of ``rooms`` rooms, those the episode has not shown are behind the exits it has shown and
+    not taken; TextWorld lays a custom map out as a walk on a grid, a tree but for a rare loop, so each
+    such exit leads to at least one of them, and a new room may open ways to the rest only.
+    """
+    exits: dict[str, list[str]] = {}
+    for parsed in filter(None, map(parse_state, states)):
+        exits[parsed.lines["Room"]] = [d for d, _, _ in exits_of(parsed.lines["Exits"])]
+    untaken = sum(
+        1
+        for room, directions in exits.items()
+        for d in directions
+        if d not in links.get(room, {}) and not (room == here and d == way)
+    )
+    return max(0, rooms - len(exits) - 1 - untaken)
+
+
 def reveal_needs(
-    instruction: str, states: Sequence[str], world: str, action: str, *, chain: bool = False
+    instruction: str,
+    states: Sequence[str],
+    world: str,
+    action: str,
+    *,
+    chain: bool = False,
+    rooms: int | None = None,
 ) -> Reveal:
     """What the step ``action`` after ``states`` (the episode's, first to current) must show.
 
@@ -193,6 +226,9 @@ def reveal_needs(
     off it) and an instruction that spells out the moves, a room off the walkthrough is a dead end,
     and the walkthrough's rooms list no exit besides the way back and the way on unless the first
     room showed one (the game hangs dead ends off its chain).
+
+    With ``rooms`` (how many the map has: a custom game's ``world_size``, :func:`~.families.game_rooms`)
+    a new room lists no more ways on than the rooms the episode has not shown can fill.
     """
     shown = [p.lines["Room"] for p in map(parse_state, states) if p is not None]
     if not shown:
@@ -200,30 +236,35 @@ def reveal_needs(
     nodes = _nodes(instruction_plan(instruction))
     named = {n.needs.name for n in nodes if n.needs.name}
     links, _ = layout_of(world)
-    rooms = [shown[0]]
+    found = [shown[0]]  # the walkthrough's rooms, as far as the episode has shown them
     for node in nodes[:-1]:
-        nxt = links.get(rooms[-1], {}).get(node.leave)
+        nxt = links.get(found[-1], {}).get(node.leave)
         if nxt is None:
             break
-        rooms.append(nxt)
+        found.append(nxt)
     here = shown[-1]
     avoid = frozenset(shown) | named
-    frontier = len(rooms) - 1
-    on_the_way = frontier + 1 < len(nodes) and here == rooms[frontier]
+    frontier = len(found) - 1
+    on_the_way = frontier + 1 < len(nodes) and here == found[frontier]
     chained = chain and any(node.leave for node in nodes)
+    way = action[len("go ") :] if action.startswith("go ") else ""
+    left = _rooms_left(rooms, states, links, here, way) if rooms and way else None
     if on_the_way and action == f"go {nodes[frontier].leave}":
         needs = nodes[frontier + 1].needs
         first = parse_state(states[0])
         branches = first is not None and len(exits_of(first.lines["Exits"])) > 1
-        extra = (1 if branches else 0) if chained else None
+        ways_on = sum(1 for d in needs.exits if d != _OPPOSITE.get(way))
+        extra = _fewest(
+            (1 if branches else 0) if chained else None, None if left is None else max(0, left - ways_on)
+        )
         return Reveal(room=needs, avoid=avoid - {needs.name}, extra_exits=extra)
     if action.startswith("open "):
         name = action[len("open ") :]
         taken = [
             thing
-            for node, room in zip(nodes, rooms, strict=False)  # rooms: those found so far
+            for node, room in zip(nodes, found, strict=False)
             if room == here
             for thing in node.needs.things.get(name, ThingNeed("")).holds
         ]
         return Reveal(contents=tuple(dict.fromkeys(taken)), avoid=avoid)
-    return Reveal(avoid=avoid, extra_exits=0 if chained and action.startswith("go ") else None)
+    return Reveal(avoid=avoid, extra_exits=_fewest(0 if chained and way else None, left))
