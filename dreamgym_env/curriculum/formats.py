@@ -34,37 +34,41 @@ else:  # the choices are the domains' own tables, so the schema cannot drift fro
     _WebArenaSite = Literal[tuple(sorted(set(DEFAULT_SITE_URLS) - {"homepage"}))]
     _WebShopCategory = Literal[tuple(sorted(WEBSHOP_CATEGORIES))]
 
-_Instruction = Field(description="The task as the agent reads it.", min_length=1, max_length=300)
-_Phrase = Field(max_length=40)
+INSTRUCTION_FIELD = Field(description="The task as the agent reads it.", min_length=1, max_length=300)
+"""Every variant's ``instruction`` field, its last: the new task's instruction."""
 
 
-class WebShopVariant(BaseModel):
-    """A WebShop goal."""
+class VariantModel(BaseModel):
+    """Base of a variant's model: a field the schema does not name is an error, not dropped.
+
+    It declares no fields, so a variant's fields stay in its own order (the order the JSON schema, and
+    so the model's answer, lists them in).
+    """
 
     model_config = ConfigDict(extra="forbid")
+
+
+class WebShopVariant(VariantModel):
+    """A WebShop goal."""
 
     category: _WebShopCategory = Field(description="The product category.")
     attributes: list[str] = Field(max_length=6, description="Product attributes the goal requires.")
     options: list[str] = Field(max_length=6, description="Options to select: size, colour, count...")
     price_upper: float = Field(description="Price limit in dollars, as stated in the instruction.")
-    instruction: str = _Instruction
+    instruction: str = INSTRUCTION_FIELD
 
 
-class ALFWorldVariant(BaseModel):
+class ALFWorldVariant(VariantModel):
     """An ALFWorld household task."""
-
-    model_config = ConfigDict(extra="forbid")
 
     task_type: _ALFWorldTaskType
     object: str = Field(max_length=20, description="Lowercase ALFRED object type, e.g. 'mug'.")
     target: str = Field(max_length=20, description="Target receptacle, or the lamp for look_at_obj_in_light.")
-    instruction: str = _Instruction
+    instruction: str = INSTRUCTION_FIELD
 
 
-class WebArenaVariant(BaseModel):
+class WebArenaVariant(VariantModel):
     """A WebArena request."""
-
-    model_config = ConfigDict(extra="forbid")
 
     sites: list[_WebArenaSite] = Field(min_length=1, max_length=2)
     start_url: str = Field(
@@ -72,15 +76,13 @@ class WebArenaVariant(BaseModel):
     )
     eval_type: Literal["string_match", "url_match", "program_html"]
     reference: str = Field(max_length=120, description="Answer, URL to reach, or how to check the change.")
-    instruction: str = _Instruction
+    instruction: str = INSTRUCTION_FIELD
 
 
-class GenericVariant(BaseModel):
+class GenericVariant(VariantModel):
     """Any domain: the instruction only."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    instruction: str = _Instruction
+    instruction: str = INSTRUCTION_FIELD
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,19 @@ class VariantFormat:
     guidance: str
     describe: Callable[[Task], dict[str, Any]]
     to_metadata: Callable[[BaseModel, Task], dict[str, Any]]
+
+
+def describe_metadata(key: str) -> Callable[[Task], dict[str, Any]]:
+    """A format's ``describe`` for a variant of one metadata field and the instruction.
+
+    The task is shown as ``{key: task.metadata[key], "instruction": task.instruction}``, with ``""``
+    for a task without ``key``.
+    """
+
+    def describe(task: Task) -> dict[str, Any]:
+        return {key: task.metadata.get(key, ""), "instruction": task.instruction}
+
+    return describe
 
 
 def _webshop_describe(task: Task) -> dict[str, Any]:

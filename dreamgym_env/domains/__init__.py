@@ -13,6 +13,9 @@ Derived from the table: the registered simulated ids (:mod:`dreamgym_env.registr
 Entry points are ``"module:attribute"`` strings, imported on first use, so ``import dreamgym_env``
 stays light.
 
+A domain that is a package (``domains/<name>/``) lists the names it re-exports from its modules once,
+in the package's ``__all__``; the module they come from does not list them again.
+
 Step limits: a row's ``max_steps`` is the one definition of the domain's default episode step limit.
 The domain class's :attr:`~dreamgym_env.domains.base.Domain.max_steps` reads it, and so, through the
 class, do every env's default (:class:`~dreamgym_env.episode.EpisodeEnv`: the simulated env, the native

@@ -33,14 +33,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from dreamgym_env.buffer.loaders.base import LoadIssue, Record, iter_json_lines
-from dreamgym_env.domains.webshop import (
-    page_actions,
-    render_done_page,
-    render_item_page,
-    render_results_page,
-    render_search_page,
-    render_sub_page,
-)
+from dreamgym_env.domains import webshop
 from dreamgym_env.domains.webshop.tasks import session_goal_metadata, webshop_task_id
 from dreamgym_env.records import Task, Transition
 
@@ -86,11 +79,11 @@ def _render_session_page(page: dict[str, Any], reward: float | None = None) -> s
     goal = page.get("goal") or {}
     instruction = str(goal.get("instruction_text") or "").strip()
     if kind == "index":
-        return render_search_page(instruction)
+        return webshop.render_search_page(instruction)
     if kind == "search_results":
         asins = [str(a) for a in content.get("search_result_asins") or []]
         number = int(content.get("page") or 1)
-        return render_results_page(
+        return webshop.render_results_page(
             instruction,
             _keywords(content),
             [(a, "", "") for a in asins],
@@ -99,10 +92,10 @@ def _render_session_page(page: dict[str, Any], reward: float | None = None) -> s
         )
     asin = str(content.get("asin", "?"))
     if kind == "item_page":
-        return render_item_page(instruction, asin, "", "", selected=_options(content))
+        return webshop.render_item_page(instruction, asin, "", "", selected=_options(content))
     if kind == "item_sub_page":
-        return render_sub_page(instruction, asin, _sub_page(page.get("url", "")))
-    return render_done_page(instruction, asin, _options(content), reward)
+        return webshop.render_sub_page(instruction, asin, _sub_page(page.get("url", "")))
+    return webshop.render_done_page(instruction, asin, _options(content), reward)
 
 
 def _purchase(page: dict[str, Any]) -> dict[str, Any]:
@@ -208,8 +201,8 @@ def load_webshop_session(path: Path, *, domain: str | None = None) -> Iterator[R
                 done=done,
                 success=done and (reward or 0.0) >= 1.0,
                 source="offline",
-                prev_admissible_actions=page_actions(state),
-                admissible_actions=page_actions(next_state),
+                prev_admissible_actions=webshop.page_actions(state),
+                admissible_actions=webshop.page_actions(next_state),
                 metadata={"origin": "webshop-human-session", **(_purchase(after) if done else {})},
             )
         )

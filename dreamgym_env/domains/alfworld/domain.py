@@ -28,8 +28,6 @@ from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.errors import DataFormatError
 from dreamgym_env.records import Task
 
-__all__ = ["LAMPS", "LAMP_STANDS", "ROOM_RECEPTACLES", "ALFWorldDomain"]
-
 ROOM_RECEPTACLES: dict[str, dict[str, tuple[int, int]]] = {
     "kitchen": {
         "cabinet": (4, 14),

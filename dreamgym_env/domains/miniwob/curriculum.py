@@ -11,25 +11,19 @@ import copy
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from dreamgym_env.curriculum.formats import VariantFormat
+from dreamgym_env.curriculum.formats import INSTRUCTION_FIELD, VariantFormat, VariantModel, describe_metadata
 from dreamgym_env.records import Task
 
 _NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 
-class MiniWoBVariant(BaseModel):
+class MiniWoBVariant(VariantModel):
     """A MiniWoB goal on the parent's page."""
 
-    model_config = ConfigDict(extra="forbid")
-
     miniwob_task: str = Field(max_length=40, description="The MiniWoB task name, e.g. 'click-button'.")
-    instruction: str = Field(description="The task as the agent reads it.", min_length=1, max_length=300)
-
-
-def _describe(task: Task) -> dict[str, Any]:
-    return {"miniwob_task": task.metadata.get("miniwob_task", ""), "instruction": task.instruction}
+    instruction: str = INSTRUCTION_FIELD
 
 
 def _metadata(v: BaseModel, parent: Task) -> dict[str, Any]:
@@ -43,7 +37,7 @@ MINIWOB_FORMAT = VariantFormat(
     "for another goal that the same page can satisfy, phrased as MiniWoB phrases its utterances: "
     "'Click on the \"Ok\" button.', 'Select nothing and click Submit.', 'Enter \"Kasey\" into the text "
     "field and press Submit.'. Name only elements and values the parent's page shows.",
-    _describe,
+    describe_metadata("miniwob_task"),
     _metadata,
 )
 """MiniWoB goals: the parent's page and task name, another utterance."""

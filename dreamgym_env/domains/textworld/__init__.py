@@ -25,7 +25,6 @@ Importing this package loads the domain and its formats only; ``curriculum``, ``
 from __future__ import annotations
 
 from dreamgym_env.domains.textworld.domain import (
-    QUEST_PREFIX,
     TEXTWORLD_VERBS,
     TextWorldDomain,
     render_textworld_start,
@@ -34,6 +33,7 @@ from dreamgym_env.domains.textworld.domain import (
     textworld_task_id,
     with_quest,
 )
+from dreamgym_env.domains.textworld.facts import QUEST_PREFIX
 
 __all__ = [
     "QUEST_PREFIX",

@@ -11,9 +11,9 @@ import copy
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from dreamgym_env.curriculum.formats import VariantFormat
+from dreamgym_env.curriculum.formats import INSTRUCTION_FIELD, VariantFormat, VariantModel, describe_metadata
 from dreamgym_env.curriculum.validators import check_phrase, mentions
 from dreamgym_env.domains.textworld.domain import TEXTWORLD_VERBS, state_quest, with_quest
 from dreamgym_env.records import Task
@@ -21,17 +21,11 @@ from dreamgym_env.records import Task
 __all__ = ["TEXTWORLD_FORMAT", "TextWorldVariant", "validate_textworld"]
 
 
-class TextWorldVariant(BaseModel):
+class TextWorldVariant(VariantModel):
     """A TextWorld quest, played from the parent's first room."""
 
-    model_config = ConfigDict(extra="forbid")
-
     object: str = Field(max_length=40, description="The thing the quest is about, named as the game does.")
-    instruction: str = Field(description="The task as the agent reads it.", min_length=1, max_length=300)
-
-
-def _textworld_describe(task: Task) -> dict[str, Any]:
-    return {"object": task.metadata.get("object", ""), "instruction": task.instruction}
+    instruction: str = INSTRUCTION_FIELD
 
 
 def _textworld_metadata(v: BaseModel, parent: Task) -> dict[str, Any]:
@@ -57,7 +51,7 @@ TEXTWORLD_FORMAT = VariantFormat(
     "with, eat, examine. The quest starts in the parent's first room: use its exits, containers, "
     "supporters and things, named as the room names them; object is the thing the quest is about and "
     "appears in the instruction.",
-    _textworld_describe,
+    describe_metadata("object"),
     _textworld_metadata,
 )
 """TextWorld quests: the object and the quest, started in the parent's first room."""

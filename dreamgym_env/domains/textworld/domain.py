@@ -56,16 +56,6 @@ from dreamgym_env.records import Step, Task
 _RESULTS = frozenset({RESULT_CHANGED, RESULT_NOTHING, RESULT_WON, RESULT_LOST})
 """The result lines a canonical state starts with."""
 
-__all__ = [
-    "QUEST_PREFIX",
-    "TEXTWORLD_VERBS",
-    "TextWorldDomain",
-    "render_textworld_start",
-    "render_textworld_state",
-    "state_quest",
-    "textworld_task_id",
-    "with_quest",
-]
 
 _TEXTWORLD_DIRECTIONS: tuple[str, ...] = ("north", "south", "east", "west")
 

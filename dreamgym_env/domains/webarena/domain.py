@@ -24,8 +24,6 @@ from dreamgym_env.domains.webarena.tasks import load_webarena_tasks
 from dreamgym_env.errors import DomainError
 from dreamgym_env.records import Task
 
-__all__ = ["DEFAULT_SITE_URLS", "WebArenaDomain", "page_header"]
-
 DEFAULT_SITE_URLS: Mapping[str, str] = MappingProxyType(
     {
         "shopping": "http://localhost:7770",

@@ -22,18 +22,6 @@ from dreamgym_env.domains.base import Domain, InitialState
 from dreamgym_env.domains.webshop.tasks import OPTIONS_KEY, load_webshop_goals
 from dreamgym_env.records import Task
 
-__all__ = [
-    "GOAL_FACT_KEYS",
-    "WEBSHOP_CATEGORIES",
-    "WebShopDomain",
-    "page_actions",
-    "render_done_page",
-    "render_item_page",
-    "render_results_page",
-    "render_search_page",
-    "render_sub_page",
-]
-
 GOAL_FACT_KEYS: tuple[str, ...] = ("attributes", OPTIONS_KEY, "price_upper", "category")
 """The goal's hidden facts (task metadata keys) the experience model sees and the agent does not."""
 
