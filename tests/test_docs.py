@@ -252,3 +252,33 @@ def test_a_wrong_env_id_or_path_is_caught() -> None:
     assert ids == ["DreamGym/MiniWob-v0"] and ids[0] not in set(gym.registry) | spec_ids()
     assert [path for path, _ in mentions(REPO_PATH, texts)] == ["dreamgym_env/vectors.py"]
     assert not (ROOT / "dreamgym_env/vectors.py").exists()
+
+
+PPO_CALL = re.compile(r"^model = (?:Maskable)?PPO\(.*$", re.M)
+
+
+def ppo_budget(line: str, num_envs: int) -> tuple[int, int, bool]:
+    """``(steps a rollout waits for, steps learn() is given, progress shown)`` of a documented PPO line."""
+    call = ast.parse(line.split("=", 1)[1].strip(), mode="eval").body
+    assert isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute), line  # PPO(...).learn(...)
+    ppo = call.func.value
+    assert isinstance(ppo, ast.Call), line
+    kwargs = {k.arg: ast.literal_eval(k.value) for k in ppo.keywords}
+    learn = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    total = ast.literal_eval(call.args[0]) if call.args else learn["total_timesteps"]
+    return int(kwargs.get("n_steps", 2048)) * num_envs, int(total), bool(learn.get("progress_bar"))
+
+
+def test_documented_ppo_runs_fit_their_budget_and_show_progress(texts: dict[str, str]) -> None:
+    """SB3's default ``n_steps=2048`` makes a first rollout of 16 envs 32,768 simulated steps (hours here):
+    every documented PPO run sets a rollout that a learn() call completes, and shows its progress."""
+    found = 0
+    for name, text in texts.items():
+        for match in PPO_CALL.finditer(text):
+            block = text[: match.start()].rsplit("```", 1)[-1]  # the code block up to the call
+            envs = re.findall(r"(?:num_envs|n_envs)=(\d+)", block)
+            rollout, total, progress = ppo_budget(match.group(0), int(envs[-1]) if envs else 1)
+            assert rollout <= 4_096 and total >= rollout, (name, match.group(0))
+            assert progress, (name, match.group(0))
+            found += 1
+    assert found >= 3

@@ -227,7 +227,7 @@ def test_maskable_ppo_learns_on_it() -> None:
         max_steps=5,
     )
     model = sb3_contrib.MaskablePPO("MlpPolicy", envs, n_steps=16, batch_size=32, n_epochs=1, seed=0)
-    model.learn(64)
+    model.learn(64, progress_bar=True)  # as the docs show it: SB3's bar needs tqdm and rich (the sb3 extra)
     assert model.num_timesteps == 64
     obs = envs.reset()
     actions, _ = model.predict(obs, action_masks=envs.action_masks())
