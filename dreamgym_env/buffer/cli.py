@@ -180,7 +180,9 @@ def add_buffer_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_stats)
 
-    p = commands.add_parser("search", parents=[reading], help="top-k transitions similar to a (state, action)")
+    p = commands.add_parser(
+        "search", parents=[reading], help="top-k transitions similar to a (state, action)"
+    )
     p.add_argument("--state", type=text, required=True)
     p.add_argument("--action", type=text, required=True)
     p.add_argument(
@@ -194,7 +196,9 @@ def add_buffer_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_search)
 
-    p = commands.add_parser("export", parents=[reading], help="write transitions as JSONL (the import format)")
+    p = commands.add_parser(
+        "export", parents=[reading], help="write transitions as JSONL (the import format)"
+    )
     p.add_argument("output", help="destination .jsonl file")
     p.add_argument("--domain", type=text)
     p.add_argument("--source", choices=["offline", "sim", "real"])

@@ -364,11 +364,15 @@ def test_one_alfworld_game_never_lands_on_both_sides_of_the_split(tmp_path):
     """
     from dreamgym_env.buffer.loaders.alfworld import load_alfworld_react
 
-    transitions = [t for r in load_alfworld_react(_react_file(tmp_path / "react.json")) for t in r.transitions]
-    games = {t.task_id: t.game_id for t in transitions}
-    assert games["alfworld-react-act_clean_3"] == games["alfworld-react-react_clean_3"] != games[
-        "alfworld-react-act_clean_2"
+    transitions = [
+        t for r in load_alfworld_react(_react_file(tmp_path / "react.json")) for t in r.transitions
     ]
+    games = {t.task_id: t.game_id for t in transitions}
+    assert (
+        games["alfworld-react-act_clean_3"]
+        == games["alfworld-react-react_clean_3"]
+        != games["alfworld-react-act_clean_2"]
+    )
     assert len(set(games.values())) == 5 and len(games) == 10
     for seed in range(6):
         out = tmp_path / f"sft-{seed}"
