@@ -14,6 +14,10 @@ ADMISSIBLE_ACTIONS = "admissible_actions"
 """Transition metadata key: the admissible actions of the next state (after the step)."""
 PREV_ADMISSIBLE_ACTIONS = "prev_admissible_actions"
 """Transition metadata key: the admissible actions of the state the action was taken in."""
+GAME_ID = "game_id"
+"""Transition metadata key: the game (the world, its layout and goal) a task is played in, where several
+task ids play one game (ALFWorld's ReAct file plays each game twice, as ``act_X`` and ``react_X``); a
+held-out split keeps each game on one side (:attr:`Transition.game_id`). Absent: the task is its game."""
 
 Source = Literal["offline", "sim", "real"]
 """Where a transition came from: imported real data, the simulator, or a live real environment."""
@@ -117,6 +121,11 @@ class Transition(BaseModel):
     def task_metadata(self) -> dict[str, Any]:
         """The task's hidden facts stored with this transition (empty when its writer had none)."""
         return dict(self.metadata.get(TASK_METADATA) or {})
+
+    @property
+    def game_id(self) -> str:
+        """The game this transition was played in: its metadata's :data:`GAME_ID`, else its task id."""
+        return str(self.metadata.get(GAME_ID) or self.task_id)
 
     @property
     def admissible_actions(self) -> list[str]:

@@ -178,6 +178,34 @@ def openai_client(vllm_server: VLLMServer) -> openai.OpenAI:
     return openai.OpenAI(base_url=vllm_server.base_url, api_key="unused", max_retries=0, timeout=120.0)
 
 
+@pytest.fixture
+def vllm_starts(monkeypatch: pytest.MonkeyPatch) -> list[VLLMServer]:
+    """The servers ``dreamgym serve`` starts, with vLLM's start and the wait for SIGINT/SIGTERM faked.
+
+    Nothing heavy runs behind a test's back: serving a shipped model or building a base raises (a test
+    that needs a merge fakes it, or gives a real tiny base).
+    """
+    from dreamgym_env import cli
+    from dreamgym_env.serving import vllm_server
+
+    servers: list[VLLMServer] = []
+
+    def start(self: VLLMServer) -> VLLMServer:
+        servers.append(self)
+        self.startup_seconds = 1.5
+        return self
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a test of `dreamgym serve` built a base or served a shipped model")
+
+    monkeypatch.setattr(vllm_server.VLLMServer, "start", start)
+    monkeypatch.setattr(vllm_server, "require_vllm", lambda what: None)
+    monkeypatch.setattr(cli, "_serve_until_signalled", lambda server: None, raising=False)
+    monkeypatch.setattr("dreamgym_env.serving.shipped.serve_shipped_model", never)
+    monkeypatch.setattr("dreamgym_env.training.merge.build_base", never)
+    return servers
+
+
 @pytest.fixture(scope="session")
 def postgres_cluster() -> Iterator[TemporaryPostgres]:
     """A throwaway PostgreSQL cluster for the session (``fsync`` off: only clients are killed in tests)."""

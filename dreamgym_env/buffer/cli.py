@@ -143,7 +143,13 @@ def add_buffer_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     common.add_argument(
         "--dim", type=bounded_int(8, 65536), help="dimension of the hashing embedder, 8-65536 (default 256)"
     )
-    common.add_argument("--dedup", choices=["content", "episode"], default="content", help="duplicate rule")
+
+    # The reading commands never write, so the duplicate rule changes nothing there; it is accepted, as
+    # before, for scripts that pass it to every subcommand.
+    reading = argparse.ArgumentParser(add_help=False, parents=[common])
+    reading.add_argument(
+        "--dedup", choices=["content", "episode"], default="content", help="ignored: this command only reads"
+    )
 
     buffer = subparsers.add_parser("buffer", help="manage an experience replay buffer")
     commands = buffer.add_subparsers(
@@ -160,13 +166,23 @@ def add_buffer_commands(subparsers: argparse._SubParsersAction) -> None:  # type
         help="fail on the first malformed record (an import is one transaction: a failure writes nothing)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--dedup",
+        choices=["episode", "content"],
+        default="episode",
+        help="duplicate rule. episode (default): only a step of an episode already stored is dropped, so "
+        "every imported episode stays whole (re-importing a file adds nothing); content: one copy of "
+        "each (state, action, next state), which leaves gaps in episodes that repeat another's step",
+    )
     p.set_defaults(func=_cmd_import)
 
-    p = commands.add_parser("stats", parents=[common], help="counts per domain and source, index state")
+    p = commands.add_parser("stats", parents=[reading], help="counts per domain and source, index state")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_stats)
 
-    p = commands.add_parser("search", parents=[common], help="top-k transitions similar to a (state, action)")
+    p = commands.add_parser(
+        "search", parents=[reading], help="top-k transitions similar to a (state, action)"
+    )
     p.add_argument("--state", type=text, required=True)
     p.add_argument("--action", type=text, required=True)
     p.add_argument(
@@ -180,7 +196,9 @@ def add_buffer_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_search)
 
-    p = commands.add_parser("export", parents=[common], help="write transitions as JSONL (the import format)")
+    p = commands.add_parser(
+        "export", parents=[reading], help="write transitions as JSONL (the import format)"
+    )
     p.add_argument("output", help="destination .jsonl file")
     p.add_argument("--domain", type=text)
     p.add_argument("--source", choices=["offline", "sim", "real"])

@@ -6,6 +6,7 @@ from dreamgym_env.domains.alfworld.tasks import ALFWORLD_GOAL_TEMPLATES as ALFWO
 from dreamgym_env.domains.alfworld.tasks import ALFWORLD_TASK_TYPES as ALFWORLD_TASK_TYPES
 from dreamgym_env.domains.alfworld.tasks import ALFWORLD_TOOLS as ALFWORLD_TOOLS
 from dreamgym_env.domains.alfworld.tasks import PathLike as PathLike
+from dreamgym_env.domains.alfworld.tasks import alfworld_react_game_id as alfworld_react_game_id
 from dreamgym_env.domains.alfworld.tasks import alfworld_react_task as alfworld_react_task
 from dreamgym_env.domains.alfworld.tasks import alfworld_tasks_from_templates as alfworld_tasks_from_templates
 from dreamgym_env.domains.alfworld.tasks import alfworld_trial_task_id as alfworld_trial_task_id

@@ -86,7 +86,8 @@ def load_eval_cases(
     if sorted(train_ids) != sorted(manifest.train_tasks) or sorted(eval_ids) != sorted(manifest.eval_tasks):
         raise DataFormatError(
             "the buffer's tasks do not match the SFT manifest's split; evaluate with the buffer the data "
-            "was built from",
+            "was built from, or rebuild the data with `dreamgym build-sft` if it was built before the split "
+            "kept the tasks of one game together (ALFWorld's act_X and react_X)",
             path=str(buffer_path),
         )
     index = DemonstrationIndex(splits["train"], config.demonstrations)

@@ -176,7 +176,13 @@ def add_training_commands(commands: argparse._SubParsersAction) -> None:  # type
         default=1,
         help="Demonstrations per prompt. Use the same value on the env at inference.",
     )
-    b.add_argument("--eval-fraction", type=float, default=0.2, help="Share of tasks held out.")
+    b.add_argument(
+        "--eval-fraction",
+        type=float,
+        default=0.2,
+        help="Share of tasks held out; tasks that play one game (a transition's game_id: ALFWorld's act_X "
+        "and react_X) are held out together.",
+    )
     b.add_argument("--seed", type=int, default=0)
     b.add_argument(
         "--max-prompt-chars", type=positive_int, help="Drop examples whose prompt is longer (never cut)."
@@ -186,7 +192,7 @@ def add_training_commands(commands: argparse._SubParsersAction) -> None:  # type
         "--heldout-tasks",
         type=path,
         help="File of task ids to hold out, one a line (e.g. a game suite's held-out games); "
-        "replaces --eval-fraction.",
+        "replaces --eval-fraction. The tasks that play the same games are held out too.",
     )
     b.add_argument(
         "--eval-episodes-per-task",

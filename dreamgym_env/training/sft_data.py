@@ -5,7 +5,10 @@ Each example pairs the *exact* request the env sends at inference time (built wi
 state and action) with the answer the real environment gave, as the JSON the model must emit.
 Train and evaluation sets are split **by task**, never by transition: every transition of a held-out
 task (all its episodes, whatever the policy) stays out of training, and demonstrations shown in any
-prompt are drawn from training tasks only, so nothing of an evaluation task leaks into training.
+prompt are drawn from training tasks only, so nothing of an evaluation task leaks into training. Where
+several task ids play one game (a transition's ``game_id``, :attr:`Transition.game_id`: ALFWorld's
+ReAct file plays each game as ``act_X`` and ``react_X``), the split is by game: a game's tasks are all
+on one side, and a prompt's demonstrations never come from its own game.
 
 Prompt length is bounded the way the env bounds it at inference: ``history_window`` (most recent
 steps shown) and ``top_k`` (demonstrations). The same two values must be set on the env that serves
@@ -24,7 +27,7 @@ from __future__ import annotations
 import json
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -61,14 +64,16 @@ class SFTBuildConfig:
         domain: Domain name (its instructions open every prompt).
         history_window: Most recent steps of history in the prompt (the env's ``history_window``).
         top_k: Demonstrations retrieved per example (the env's ``top_k``).
-        eval_fraction: Share of *tasks* held out for evaluation.
+        eval_fraction: Share of *tasks* held out for evaluation (of games, where tasks share one:
+            :func:`split_by_task`).
         seed: Seeds the task split.
         max_prompt_chars: Examples whose prompt (all messages) is longer are dropped; ``None`` keeps all.
         max_admissible_actions: Cap on the target's admissible actions (the env's
             ``max_admissible_actions``, which the output schema enforces at inference).
         empty_reasoning: Reasoning used for transitions no teacher has annotated.
         heldout_tasks: Tasks to hold out (e.g. a game suite's held-out games); when given,
-            ``eval_fraction`` is not used.
+            ``eval_fraction`` is not used. A task that plays the same game as one named is held out
+            too, so no game is on both sides.
         eval_episodes_per_task: Episodes of each *training* task held out as well (a seeded pick),
             written to ``eval_episodes.jsonl``: they measure how well the model simulates worlds it
             was trained on, on trajectories it never saw.
@@ -203,19 +208,32 @@ def episodes_of(transitions: Iterable[Transition]) -> dict[str, list[Transition]
 
 
 def split_by_task(
-    task_ids: Iterable[str], eval_fraction: float, seed: int = 0
+    task_ids: Iterable[str],
+    eval_fraction: float,
+    seed: int = 0,
+    *,
+    game_of: Mapping[str, str] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """Split task ids into (train, eval), deterministically; both sides non-empty when there are 2+ tasks.
+    """Split task ids into (train, eval), deterministically; both sides non-empty when there are 2+ games.
 
-    The split depends only on the set of ids, the fraction and the seed, so rebuilding the data with
-    more transitions of the same tasks keeps every task on its side.
+    Tasks that play one game (``game_of[task_id]``; a task it does not name is a game of its own) land
+    on one side: the games are shuffled and ``eval_fraction`` of them held out. Without shared games
+    the split is the one by task ids. It depends only on the set of ids, their games, the fraction and
+    the seed, so rebuilding the data with more transitions of the same tasks keeps every task on its side.
     """
-    ids = sorted(set(task_ids))
-    random.Random(seed).shuffle(ids)
-    if len(ids) < 2:
+    ids = set(task_ids)
+    games = dict(game_of or {})
+
+    def game(task_id: str) -> str:
+        return games.get(task_id, task_id)
+
+    order = sorted({game(t) for t in ids})
+    random.Random(seed).shuffle(order)
+    if len(order) < 2:
         return sorted(ids), []
-    n_eval = min(len(ids) - 1, max(1, round(len(ids) * eval_fraction)))
-    return sorted(ids[n_eval:]), sorted(ids[:n_eval])
+    n_eval = min(len(order) - 1, max(1, round(len(order) * eval_fraction)))
+    held = set(order[:n_eval])
+    return sorted(t for t in ids if game(t) not in held), sorted(t for t in ids if game(t) in held)
 
 
 def _heldout_episodes(transitions: Iterable[Transition], per_task: int, seed: int = 0) -> list[str]:
@@ -247,11 +265,13 @@ def split_transitions(
             "transitions into the buffer first",
         )
     all_tasks = {t.task_id for t in grounded}
+    game_of = {t.task_id: t.game_id for t in grounded if t.game_id != t.task_id}
     if config.heldout_tasks:
-        eval_set = set(config.heldout_tasks) & all_tasks
+        held_games = {game_of.get(t, t) for t in config.heldout_tasks}
+        eval_set = {t for t in all_tasks if game_of.get(t, t) in held_games}
         train_ids, eval_ids = sorted(all_tasks - eval_set), sorted(eval_set)
     else:
-        train_ids, eval_ids = split_by_task(all_tasks, config.eval_fraction, config.seed)
+        train_ids, eval_ids = split_by_task(all_tasks, config.eval_fraction, config.seed, game_of=game_of)
     train_set = set(train_ids)
     in_train = [t for t in grounded if t.task_id in train_set]
     episodes = set(_heldout_episodes(in_train, config.eval_episodes_per_task, config.seed))
@@ -264,7 +284,7 @@ def split_transitions(
 
 
 class DemonstrationIndex:
-    """Top-k similar transitions from *training* tasks, never from the query's own task.
+    """Top-k similar transitions from *training* tasks, never from the query's own task (nor its game).
 
     Wraps an in-memory :class:`~dreamgym_env.buffer.ReplayBuffer` (the hashing embedder, as the env's
     default buffer) holding only training transitions.
@@ -288,6 +308,8 @@ class DemonstrationIndex:
         """Up to ``k`` demonstrations for ``transition`` (from other tasks, or other episodes), best first.
 
         ``other_tasks`` takes them from other tasks whatever the index's scope (the learned setting).
+        Another task playing the transition's game (:attr:`Transition.game_id`) is not another task
+        here: its steps are this task's.
         """
         if k <= 0:
             return ()
@@ -301,7 +323,7 @@ class DemonstrationIndex:
             )
             return tuple(h.transition for h in hits)[:k]
         hits = self._buffer.search(transition.state, transition.action, 4 * k + 8, domain=transition.domain)
-        return tuple(h.transition for h in hits if h.transition.task_id != transition.task_id)[:k]
+        return tuple(h.transition for h in hits if h.transition.game_id != transition.game_id)[:k]
 
     def close(self) -> None:
         """Release the in-memory buffer."""

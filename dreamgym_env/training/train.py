@@ -3,8 +3,9 @@
 Three ways, one entry point (``dreamgym train``):
 
 * **LoRA on a pretrained model** (a GPU; the production path): ``--base-model DIR --lora``. The output
-  folder is a PEFT adapter that vLLM serves with its LoRA support
-  (``--enable-lora --lora-modules NAME=OUT``), or a merged model with ``--merge-lora``.
+  folder is a PEFT adapter, or a merged model with ``--merge-lora``. ``dreamgym serve --model OUT``
+  serves either (an adapter merged into its base first); vLLM on a GPU also serves an adapter as it is
+  (``--enable-lora --lora-modules NAME=OUT``).
 * **Full fine-tuning** of a (small) pretrained model: ``--base-model DIR``.
 * **From scratch** (CPU, minutes): ``--from-scratch`` trains a byte-level BPE tokenizer on the data and
   a small Llama-architecture model. Each domain's system prompt (instructions ~3k characters, identical
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -364,11 +366,9 @@ def _train(config: TrainConfig, torch: Any, transformers: Any, trl: Any, dataset
         final = final.merge_and_unload()
     save_for_vllm(final, tok, out)
     served_as_adapter = config.lora and not config.merge_lora
-    hint = (
-        f"vllm serve {config.base_model} --enable-lora --lora-modules experience={out}"
-        if served_as_adapter
-        else f"python -m vllm.entrypoints.openai.api_server --model {out} --served-model-name experience"
-    )
+    # Full weights or an adapter (merged into its base once), with the CPU server's settings and the
+    # env keywords of the training record written below (dreamgym_env.serving.trained).
+    hint = f"dreamgym serve --model {shlex.quote(str(out))}"
     result = TrainResult(
         output_dir=str(out),
         parameters=sum(p.numel() for p in final.parameters()),

@@ -243,3 +243,55 @@ def test_search_refuses_a_k_that_is_not_a_positive_int(buffer_file, capsys, k):
     assert caught.value.code == 2
     err = capsys.readouterr().err
     assert "argument -k: must be a positive integer" in err and "Traceback" not in err
+
+
+def _two_runs_of_one_game(path: Path) -> Path:
+    """JSONL of two 3-step episodes of one game whose first step is the same (state, action, next state)."""
+    lines = []
+    for episode in ("ep-a", "ep-b"):
+        for step in range(3):
+            same = step == 0  # both runs open the same way; then they part
+            lines.append(
+                Transition(
+                    domain="alfworld",
+                    task_id="put-0",
+                    task="put a cup in the sink",
+                    episode_id=episode,
+                    step=step,
+                    state="You are in a room." if same else f"{episode} state {step}",
+                    action="go to sinkbasin 1" if same else f"{episode} action {step}",
+                    next_state="On the sinkbasin 1, you see nothing." if same else f"{episode} next {step}",
+                    source="offline",
+                ).model_dump_json()
+            )
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_import_keeps_every_step_of_every_episode_and_says_what_it_dropped(tmp_path, capsys):
+    """Measured before: the default content rule stored 5 of 6 (ep-b lost its step 0) and said only
+    "1 duplicates skipped", nothing of the gap nor of how to keep it."""
+    source = _two_runs_of_one_game(tmp_path / "runs.jsonl")
+    buffer = tmp_path / "b.sqlite"
+    assert main(["buffer", "import", str(buffer), str(source), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    assert "6 transitions read: 6 stored, 0 dropped as duplicates" in out
+    assert rows(buffer) == 6
+    with ReplayBuffer.open(buffer, read_only=True, create=False) as opened:
+        steps = sorted((t.episode_id, t.step) for t in opened.iter_transitions())
+    assert steps == [(e, s) for e in ("ep-a", "ep-b") for s in range(3)]  # both histories whole
+    # Importing the same file again adds nothing and says why.
+    assert main(["buffer", "import", str(buffer), str(source), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "6 transitions read: 0 stored, 6 dropped as duplicates" in out and "already stored" in out
+    assert rows(buffer) == 6
+    # The content rule, asked for: one copy of the shared step, and the line says what that costs and
+    # how to keep them.
+    other = tmp_path / "c.sqlite"
+    assert main(["buffer", "import", str(other), str(source), "--quiet", "--dedup", "content"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    assert "6 transitions read: 5 stored, 1 dropped as duplicates" in out
+    assert "--dedup episode" in out and "gaps" in out
+    assert rows(other) == 5

@@ -325,3 +325,80 @@ def test_state_answers_are_the_next_state_alone_with_the_same_prompts(tmp_path):
         assert not text.startswith("{")
     assert report.settings["answer_format"] == "state"
     assert SFTBuildConfig(**report.settings).env_config().answer_format == "state"
+
+
+def _react_file(path, games: int = 5):
+    """ALFWorld's ReAct file in small: each game twice, as ``act_clean_<g>`` and ``react_clean_<g>`` (thoughts
+    between the same actions), as ``react_alfworld_3prompts.json`` holds it; ``zq<g>x`` marks game g's text."""
+    transcripts = {}
+    for g in range(games):
+        opening = (
+            f"You are in the middle of a room. Looking quickly around you, you see a cabinet 1, a countertop 1, "
+            f"and a sinkbasin 1 (zq{g}x).\nYour task is to: put a clean cup in cabinet.\n"
+        )
+        turns = [
+            ("go to countertop 1", f"On the countertop 1, you see a cup {g + 1} (zq{g}x)."),
+            (f"take cup {g + 1} from countertop 1", f"You pick up the cup {g + 1} from the countertop 1."),
+            ("go to sinkbasin 1", f"On the sinkbasin 1, you see nothing (zq{g}x)."),
+            (f"clean cup {g + 1} with sinkbasin 1", f"You clean the cup {g + 1} using the sinkbasin 1."),
+        ]
+        acted = "".join(f"> {action}\n{seen}\n" for action, seen in turns)
+        transcripts[f"act_clean_{g}"] = opening + acted
+        transcripts[f"react_clean_{g}"] = opening + "> think: First I need a cup.\nOK.\n" + acted
+    path.write_text(json.dumps(transcripts))
+    return path
+
+
+def _demonstrations_section(row) -> str:
+    text = row["prompt"][-1]["content"]
+    return next((part for part in text.split("\n# ") if part.startswith("Similar real transitions")), "")
+
+
+def test_one_alfworld_game_never_lands_on_both_sides_of_the_split(tmp_path):
+    """The ReAct file plays each game twice under two task ids (act_X, react_X).
+
+    Measured before: the split was by task id, so a game's act_X trained while its react_X was held out
+    (every seed here put a game on both sides), and a react_X prompt's demonstrations were its act_X
+    twin's steps, the same states; the nearest-transition baseline scored 0.892 exact match on the
+    real file's "held-out" split.
+    """
+    from dreamgym_env.buffer.loaders.alfworld import load_alfworld_react
+
+    transitions = [
+        t for r in load_alfworld_react(_react_file(tmp_path / "react.json")) for t in r.transitions
+    ]
+    games = {t.task_id: t.game_id for t in transitions}
+    assert (
+        games["alfworld-react-act_clean_3"]
+        == games["alfworld-react-react_clean_3"]
+        != games["alfworld-react-act_clean_2"]
+    )
+    assert len(set(games.values())) == 5 and len(games) == 10
+    for seed in range(6):
+        out = tmp_path / f"sft-{seed}"
+        report = build_sft_dataset(
+            transitions, out, SFTBuildConfig(domain="alfworld", top_k=2, eval_fraction=0.2, seed=seed)
+        )
+        train_games = {games[t] for t in report.train_tasks}
+        eval_games = {games[t] for t in report.eval_tasks}
+        assert train_games.isdisjoint(eval_games), (seed, report.eval_tasks)
+        assert len(eval_games) == 1 and len(report.eval_tasks) == 2  # 0.2 of the 5 games, both runs of it
+        for row in _rows(out / "train.jsonl") + _rows(out / "eval.jsonl"):
+            own = f"zq{row['task_id'][-1]}x"  # the row's game's mark: no demonstration shows its twin
+            section = _demonstrations_section(row)
+            assert section and own not in section, (seed, row["task_id"])
+    # Holding out one run of a game holds out the game.
+    report = build_sft_dataset(
+        transitions,
+        tmp_path / "named",
+        SFTBuildConfig(domain="alfworld", top_k=1, heldout_tasks=("alfworld-react-react_clean_0",)),
+    )
+    assert report.eval_tasks == ["alfworld-react-act_clean_0", "alfworld-react-react_clean_0"]
+
+
+def test_a_transition_without_a_game_id_is_its_own_tasks_game():
+    (first, *_) = _episode(0, 0)
+    assert first.game_id == "tw-0"
+    assert split_by_task([f"t{i}" for i in range(20)], 0.2, seed=3) == split_by_task(
+        [f"t{i}" for i in range(20)], 0.2, seed=3, game_of={}
+    )

@@ -10,6 +10,7 @@ import pytest
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.training.sft_data import SFTBuildConfig, build_sft_dataset
 from dreamgym_env.training.train import ScratchModelSpec, TrainConfig
+from tests.serving.test_trained_model import flags
 from tests.training.test_sft_data import _data
 
 TINY = ScratchModelSpec(
@@ -88,7 +89,63 @@ def test_from_scratch_then_lora_runs_and_saves(sft_dir, tmp_path):
         )
     )
     assert (tmp_path / "a" / "adapter_config.json").exists() and lora.eval_loss is not None
-    assert "--enable-lora" in lora.serve_hint
+    assert scratch.serve_hint == f"dreamgym serve --model {tmp_path / 'm'}"
+    assert lora.serve_hint == f"dreamgym serve --model {tmp_path / 'a'}"
+
+
+def test_the_serve_command_train_prints_serves_the_folder_it_wrote(
+    sft_dir, tmp_path, vllm_starts, capsys, monkeypatch
+):
+    """Measured before: `dreamgym train` printed `python -m vllm.entrypoints.openai.api_server --model OUT
+    --served-model-name experience` (and `vllm serve BASE --enable-lora ...` for an adapter), which stops on
+    a CPU ("Available memory ... less than desired CPU memory utilization (0.92 ...)")."""
+    pytest.importorskip("trl")
+    pytest.importorskip("peft")
+    import shlex
+
+    from dreamgym_env.cli import main
+
+    monkeypatch.setenv("DREAMGYM_CACHE_DIR", str(tmp_path / "cache"))
+    run = ["train", "--data", str(sft_dir), "--cpu", "--no-eval", "--max-steps", "1", "--batch-size", "2"]
+    tiny = ["--hidden-size", "64", "--heads", "2", "--kv-heads", "1", "--layers", "1"]
+    tiny += ["--intermediate-size", "128", "--vocab-size", "512"]
+
+    def served_by_its_hint(out: Path) -> tuple[dict[str, str], str]:
+        printed = capsys.readouterr().out.splitlines()
+        assert printed[-1] == f"serve it with: dreamgym serve --model {out}"
+        assert main(shlex.split(printed[-1].split(": ", 1)[1])[1:]) == 0
+        return flags(vllm_starts[-1].command), capsys.readouterr().out
+
+    assert main([*run, "--out", str(tmp_path / "m"), "--from-scratch", *tiny]) == 0
+    given, printed = served_by_its_hint(tmp_path / "m")
+    assert given["--model"] == str(tmp_path / "m") and given["--served-model-name"] == "m"
+    assert given["--max-model-len"] == "2048"  # the scratch model's context
+    assert (
+        'gymnasium.make("DreamGym/TextWorld-v0", base_url="http://127.0.0.1:8000/v1", model=\'m\', '
+        in printed
+    )
+    assert "history_window=2, top_k=1," in printed  # the SFT data's settings
+
+    assert (
+        main(
+            [
+                *run,
+                "--out",
+                str(tmp_path / "a"),
+                "--base-model",
+                str(tmp_path / "m"),
+                "--lora",
+                "--lora-r",
+                "4",
+            ]
+        )
+        == 0
+    )
+    given, printed = served_by_its_hint(tmp_path / "a")
+    merged = Path(given["--model"])  # the adapter merged into its base, in the cache
+    assert merged.parent == tmp_path / "cache" / "models" and merged.name.startswith("a-on-m-")
+    assert (merged / "model.safetensors").is_file() and (merged / "tokenizer.json").is_file()
+    assert given["--served-model-name"] == "a" and f"a LoRA adapter merged into {tmp_path / 'm'}" in printed
 
 
 def _resumable(sft_dir: Path, tmp_path: Path, max_seconds: float | None) -> TrainConfig:

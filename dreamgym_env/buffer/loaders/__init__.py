@@ -184,13 +184,23 @@ class ImportReport:
     stored: int = 0
     duplicates: int = 0
     issues: list[LoadIssue] = field(default_factory=list)
+    dedup: str | None = None
+    """The buffer's duplicate rule (:attr:`BufferConfig.dedup <dreamgym_env.buffer.config.BufferConfig.dedup>`)."""
 
     def summary(self) -> str:
-        """One line for humans."""
-        return (
+        """One line for humans: what was read, stored and dropped, and why a duplicate was dropped."""
+        line = (
             f"{self.records} records, {self.transitions_read} transitions read: {self.stored} stored, "
-            f"{self.duplicates} duplicates skipped, {len(self.issues)} malformed records skipped"
+            f"{self.duplicates} dropped as duplicates, {len(self.issues)} malformed records skipped"
         )
+        if self.duplicates and self.dedup == "content":
+            line += (
+                " (dedup 'content' keeps one copy of each (state, action, next state), which leaves gaps in "
+                "the episodes that repeat a step; --dedup episode, or dedup='episode', keeps every episode whole)"
+            )
+        elif self.duplicates and self.dedup == "episode":
+            line += " (the same steps of the same episodes, already stored)"
+        return line
 
 
 def import_files(
@@ -226,7 +236,7 @@ def import_files(
             whole file must be), or in strict mode for the first malformed record (with its file and
             line); nothing is written.
     """
-    report = ImportReport(files=sum(len(_files(Path(p))) for p in paths))
+    report = ImportReport(files=sum(len(_files(Path(p))) for p in paths), dedup=buffer.config.dedup)
     bar = None
     if progress:
         from tqdm.auto import tqdm

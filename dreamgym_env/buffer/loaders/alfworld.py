@@ -6,8 +6,10 @@ is a ``> command`` line followed by the observation lines it produced. ``> think
 agent's reasoning, not actions: they are answered by ``OK.`` (or nothing) and are kept, joined, in the
 metadata (``agent_thoughts``) of the next action's transition. Each action gives one transition
 (previous observation, action, observation). The transcripts are expert demonstrations that end with
-the task done: the last transition has ``done``, ``success`` and reward 1.0. A plain ``.txt`` file
-holding one transcript is read the same way.
+the task done: the last transition has ``done``, ``success`` and reward 1.0. ``act_X`` and ``react_X``
+play one game, so their transitions carry the same ``game_id`` (``alfworld-react-X``,
+:func:`~dreamgym_env.domains.alfworld.tasks.alfworld_react_game_id`) under their two task ids, and a
+split by game keeps both on one side. A plain ``.txt`` file holding one transcript is read the same way.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dreamgym_env.buffer.loaders.base import LoadIssue, Record, json_document, line_of_key, read_text
-from dreamgym_env.domains.alfworld.tasks import alfworld_react_task
-from dreamgym_env.records import Transition
+from dreamgym_env.domains.alfworld.tasks import alfworld_react_game_id, alfworld_react_task
+from dreamgym_env.records import GAME_ID, Transition
 
 _TASK = re.compile(r"^Your task is to:\s*(.+)$")
 
@@ -69,12 +71,15 @@ def _transitions(name: str, text: str, domain: str) -> list[Transition]:
     goal = alfworld_react_task(name, text)  # the task (id, facts) the ALFWorld domain loads for it
     if goal.domain != domain:
         goal = goal.model_copy(update={"domain": domain})
+    game = alfworld_react_game_id(name)
     transitions = []
     for step, (state, action, next_state, thoughts) in enumerate(steps):
         last = step == len(steps) - 1
         metadata: dict[str, object] = {"origin": "alfworld-react", "transcript": name, "task_type": task_type}
         if style in ("react", "act"):
             metadata["style"] = style
+        if game is not None:
+            metadata[GAME_ID] = game
         if thoughts:
             metadata["agent_thoughts"] = thoughts
         transitions.append(

@@ -227,6 +227,17 @@ def _alfworld_react_task_id(name: str) -> str:
     return f"alfworld-react-{name}"
 
 
+def alfworld_react_game_id(name: str) -> str | None:
+    """The game a ReAct prompt file's entry ``name`` plays, or ``None`` for a name that does not say.
+
+    The file plays each game twice, by an acting agent (``act_put_0``) and a reasoning one
+    (``react_put_0``): one room, one goal, one task sentence. Both get ``alfworld-react-put_0``, so a
+    split by game keeps the two on one side (:data:`dreamgym_env.records.GAME_ID`).
+    """
+    style, _, rest = name.partition("_")
+    return _alfworld_react_task_id(rest) if style in ("act", "react") and rest else None
+
+
 def alfworld_react_task(name: str, text: str) -> Task:
     """The task of one ReAct trajectory (``name`` -> ``text``), as the task loader and the buffer import see it.
 
