@@ -70,7 +70,16 @@ def test_out_of_range_index_is_reported_per_sub_env() -> None:
     assert infos["action_text"][0] == "" and f"index {K - 1}" in infos["last_action_error"][0]
     assert infos["text_observation"][0].startswith("[Invalid action]") and n < K
     assert infos["last_action_error"][1] is None and infos["action_text"][1] != ""
-    assert envs.env.action_masks().shape == (2, K) and envs.action_space == gym.spaces.MultiDiscrete([K, K])  # type: ignore[attr-defined]
+    assert envs.action_space == gym.spaces.MultiDiscrete([K, K])
+    # The embedding wrapper forwards the masks of the VectorDiscreteActions below it.
+    assert np.array_equal(envs.action_masks(), infos["action_mask"]) and envs.action_masks().shape == (2, K)
+
+
+def test_vector_text_embedding_without_discrete_actions_has_no_masks() -> None:
+    envs = VectorTextEmbedding(gym.make_vec(ENV_ID, num_envs=2, backend="scripted"))
+    assert not hasattr(envs, "action_masks")
+    with pytest.raises(AttributeError, match="VectorDiscreteActions"):
+        envs.action_masks()
 
 
 def test_single_env_adapters_point_vector_envs_to_the_vector_adapters() -> None:
