@@ -419,6 +419,22 @@ def test_tasks_of_another_domain_are_refused_naming_both_domains():
         assert "'webshop'" in message and "'textworld'" in message and webshop_tasks[0].task_id in message
 
 
+@pytest.mark.parametrize("tasks", [["games/g.z8"], "games/g.z8"])
+def test_game_file_paths_as_tasks_point_to_tasks_from_games(tasks):
+    for make_env in (
+        lambda: gym.make("DreamGym/TextWorld-v0", backend=ScriptedBackend(), tasks=tasks),
+        lambda: dreamgym_env.DreamGymVectorEnv(
+            "textworld", num_envs=2, backend=ScriptedBackend(), tasks=tasks
+        ),
+    ):
+        with pytest.raises(ConfigError) as info:
+            make_env()
+        message = str(info.value)
+        assert "Task objects" in message and "'games/g.z8'" in message
+        assert "dreamgym_env.real.textworld.tasks_from_games(paths)" in message
+        assert "tasks=tasks_from_games(['games/g.z8'])" in message
+
+
 @pytest.mark.parametrize("bad", [{"foo": 1}, "buy shoes", None])
 def test_a_task_that_is_not_a_task_says_what_a_task_holds(bad):
     with pytest.raises(ConfigError) as info:
