@@ -5,7 +5,8 @@ OpenAI-compatible server (vLLM's, mostly) through the ``openai`` package. They b
 here, so each relies on openai's own timeouts and retries rather than a loop of its own, and their
 failures become this package's errors here, each blamed on one boundary:
 
-- no connection, or no answer in time: :class:`~dreamgym_env.errors.ServerUnreachableError`;
+- no connection, or no answer in time: :class:`~dreamgym_env.errors.ServerUnreachableError` (a
+  refused connection says so, and asks whether the server is running);
 - the prompt is past the model's context (HTTP 400 saying so):
   :class:`~dreamgym_env.errors.PromptTooLongError`;
 - any other failure (a bad request, a model the server does not serve, a refused key, another HTTP
@@ -107,6 +108,18 @@ def _aiohttp_client(max_connections: int, timeout: Any) -> Any:
     return openai.DefaultAioHttpClient(limits=limits, timeout=timeout)
 
 
+def _socket_error(e: BaseException) -> OSError | None:
+    """The socket error (a reset, a refusal...) anywhere in ``e``'s chain of causes, if there is one."""
+    seen: set[int] = set()
+    link: BaseException | None = e
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, OSError) and link.errno in _CONNECTION_ERRNOS:
+            return link
+        link = link.__cause__ or link.__context__
+    return None
+
+
 def connection_failure(e: BaseException, redact: Callable[[str], str] = str) -> str:
     """What went wrong with a request that got no answer, read from ``e`` and the errors behind it.
 
@@ -114,15 +127,22 @@ def connection_failure(e: BaseException, redact: Callable[[str], str] = str) -> 
     aiohttp a connection reset arrives as ``APITimeoutError: Request timed out.``. A socket error
     anywhere in the chain (a reset, a refusal) is named for what it is; otherwise ``e`` and its cause.
     """
-    seen: set[int] = set()
-    link: BaseException | None = e
-    while link is not None and id(link) not in seen:
-        seen.add(id(link))
-        if isinstance(link, OSError) and link.errno in _CONNECTION_ERRNOS:
-            return f"{_CONNECTION_ERRNOS[link.errno]} ({redact(str(link))})"
-        link = link.__cause__ or link.__context__
+    socket_error = _socket_error(e)
+    if socket_error is not None:
+        what = _CONNECTION_ERRNOS.get(socket_error.errno or 0, "a socket error")
+        return f"{what} ({redact(str(socket_error))})"
     cause = f" ({redact(str(e.__cause__))})" if e.__cause__ is not None else ""
     return f"{type(e).__name__}: {redact(str(e))}{cause}"
+
+
+def connection_refused(e: BaseException) -> bool:
+    """Whether ``e`` (or an error behind it) is a refused connection: nothing listens at the address."""
+    socket_error = _socket_error(e)
+    return socket_error is not None and socket_error.errno == errno.ECONNREFUSED
+
+
+REFUSED_HINT = "nothing is listening there. Is the server running?"
+"""What a refused connection means, for the messages that report one."""
 
 
 def api_error(
@@ -150,6 +170,10 @@ def api_error(
 
     message = str(e)
     if isinstance(e, openai.APIConnectionError):  # includes APITimeoutError
+        if connection_refused(e):
+            return ServerUnreachableError(
+                redact(f"{name} {url} refused the connection: {REFUSED_HINT} ({connection_failure(e)})")
+            )
         return ServerUnreachableError(redact(f"{name} {url} did not answer: {connection_failure(e)}"))
     if isinstance(e, openai.BadRequestError):
         if any(marker in message.lower() for marker in _CONTEXT_MARKERS):
