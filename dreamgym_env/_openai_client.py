@@ -19,9 +19,10 @@ translated, not with this module, so a caller may create its client lazily and s
 
 from __future__ import annotations
 
+import asyncio
 import errno
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from dreamgym_env._secrets import redact_endpoint_text
@@ -90,6 +91,45 @@ def async_client(
         default_headers=dict(headers) if headers else None,
         http_client=None if max_connections is None else _aiohttp_client(max_connections, timeout),
     )
+
+
+_closing: set[asyncio.Task[None]] = set()
+"""Closes scheduled by :func:`close_clients_on` on the running loop, kept until done."""
+
+
+def close_clients_on(loop: asyncio.AbstractEventLoop, clients: Sequence[Any], wait_s: float = 2.0) -> None:
+    """Close async ``clients`` bound to ``loop`` from synchronous code, quietly: for finalizers.
+
+    aiohttp reports a session still open when it is garbage-collected (``Unclosed client session``,
+    ``Unclosed connector`` on stderr at exit), so an owner dropped without ``aclose`` closes its clients
+    here. On a loop running in another thread (the package's shared loop) the close is waited for up to
+    ``wait_s`` seconds; on the calling thread's own running loop it is scheduled; a loop that is
+    neither running nor closed runs it. A closed loop's clients cannot be closed any more. Errors are
+    swallowed: there is nobody left to tell.
+    """
+
+    async def close_all() -> None:
+        for client in clients:
+            with suppress(Exception):
+                await client.close()
+
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if loop.is_closed():
+        return
+    if running is loop:
+        task = loop.create_task(close_all())
+        _closing.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(_closing.discard)
+    elif loop.is_running():
+        future = asyncio.run_coroutine_threadsafe(close_all(), loop)
+        with suppress(Exception):
+            future.result(wait_s)
+    elif running is None:
+        with suppress(Exception):
+            loop.run_until_complete(close_all())
 
 
 def _aiohttp_client(max_connections: int, timeout: Any) -> Any:

@@ -32,6 +32,7 @@ import asyncio
 import email.utils
 import itertools
 import logging
+import os
 import threading
 import time
 import weakref
@@ -46,6 +47,7 @@ from dreamgym_env._openai_client import (
     REFUSED_HINT,
     api_error,
     async_client,
+    close_clients_on,
     connection_failure,
     connection_refused,
 )
@@ -130,6 +132,8 @@ class OpenAIBackend(Backend):
         self._lock = threading.Lock()
         self._sticky: OrderedDict[str, int] = OrderedDict()  # episode id -> endpoint index
         self.health = EndpointHealth(config.endpoint_cooldown)
+        # A backend garbage-collected, or alive at exit, without aclose() closes its clients quietly.
+        weakref.finalize(self, _close_clients, self._states, os.getpid())
 
     def describe(self) -> str:
         """Model and endpoints (never the key)."""
@@ -355,6 +359,16 @@ class OpenAIBackend(Backend):
         if state is not None:
             for client in state.clients:
                 await client.close()
+
+
+def _close_clients(
+    states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState], pid: int
+) -> None:
+    """Close a dropped backend's clients on their loops (in the process that made them)."""
+    for loop, state in list(states.items()):
+        states.pop(loop, None)
+        if os.getpid() == pid:  # a forked child holds copies of the parent's loops, which run nowhere
+            close_clients_on(loop, state.clients)
 
 
 def _counted(failures: list[str]) -> str:
