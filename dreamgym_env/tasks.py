@@ -165,6 +165,18 @@ def as_task_sampler(tasks: Sequence[Task | dict[str, Any]] | TaskSampler, domain
     return TaskList(listed)
 
 
+def tasks_as_dicts(tasks: Any) -> Any:
+    """``tasks`` as JSON-ready dicts (each :class:`Task`'s ``model_dump(mode="json")``), else unchanged.
+
+    What an env's spec keeps of ``tasks=``, so ``env.spec.to_json()`` works and ``gymnasium.make`` of
+    the spec read back gives the same tasks (:func:`as_task_sampler` takes the dicts). A sampler is
+    left as it is, and so is what a list holds besides tasks.
+    """
+    if isinstance(tasks, (list, tuple)):
+        return [t.model_dump(mode="json") if isinstance(t, Task) else t for t in tasks]
+    return tasks
+
+
 _TASK_FIELDS = (
     "task_id (text), domain (the env's domain name) and instruction (text); metadata (a dict of facts "
     "for the model), source and parent_id are optional"

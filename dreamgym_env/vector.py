@@ -123,7 +123,7 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         *,
         group_size: int = 1,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-        tasks: Sequence[Task] | TaskSampler | None = None,
+        tasks: Sequence[Task | dict[str, Any]] | TaskSampler | None = None,
         retriever: Retriever | None = None,
         backend: Backend | str | None = None,
         config: EnvConfig | None = None,

@@ -419,6 +419,35 @@ def test_tasks_of_another_domain_are_refused_naming_both_domains():
         assert "'webshop'" in message and "'textworld'" in message and webshop_tasks[0].task_id in message
 
 
+def test_a_spec_with_tasks_serialises_and_makes_the_same_env_again():
+    from dreamgym_env.domains import get_domain
+
+    tasks = get_domain("textworld").seed_tasks()[:2]
+    env = gym.make("DreamGym/TextWorld-v0", backend="scripted", tasks=tasks)
+    text = env.spec.to_json()
+    again = gym.make(gym.envs.registration.EnvSpec.from_json(text))
+    assert again.unwrapped.task_sampler.tasks == tasks  # the tasks came back as Tasks, equal
+    assert again.spec.to_json() == text
+    assert again.reset(seed=3)[0] == env.reset(seed=3)[0]
+    envs = gym.make_vec("DreamGym/TextWorld-v0", num_envs=2, backend="scripted", tasks=tasks)
+    vector_again = gym.make_vec(gym.envs.registration.EnvSpec.from_json(envs.spec.to_json()), num_envs=2)
+    assert [o for o in vector_again.reset(seed=3)[0]] == [o for o in envs.reset(seed=3)[0]]
+
+
+def test_tasks_given_as_dicts_are_made_tasks_of_the_envs_domain():
+    env = gym.make(
+        "DreamGym/TextWorld-v0",
+        backend="scripted",
+        tasks=[{"task_id": "a", "instruction": "Reach room 2", "metadata": {"k": 1}}],
+    )
+    [task] = env.unwrapped.task_sampler.tasks
+    assert task == dreamgym_env.Task(
+        task_id="a", domain="textworld", instruction="Reach room 2", metadata={"k": 1}
+    )
+    with pytest.raises(ConfigError, match=r"tasks\[0\] is a dict that does not make a Task \(instruction"):
+        gym.make("DreamGym/TextWorld-v0", backend="scripted", tasks=[{"task_id": "a"}])
+
+
 @pytest.mark.parametrize("tasks", [["games/g.z8"], "games/g.z8"])
 def test_game_file_paths_as_tasks_point_to_tasks_from_games(tasks):
     for make_env in (
