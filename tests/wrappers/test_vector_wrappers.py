@@ -12,6 +12,7 @@ from dreamgym_env.buffer.embedders import HashingEmbedder
 from dreamgym_env.domains import get_domain
 from dreamgym_env.env import DreamGymEnv
 from dreamgym_env.errors import ConfigError, DreamGymError
+from dreamgym_env.real import REAL_IDS
 from dreamgym_env.registration import BUILTIN_IDS
 from dreamgym_env.vector import DreamGymVectorEnv
 from dreamgym_env.wrappers import DiscreteActions, TextEmbedding, VectorDiscreteActions, VectorTextEmbedding
@@ -152,6 +153,16 @@ STEP_LIMITS = {
 
 def test_every_id_has_a_step_limit() -> None:
     assert set(STEP_LIMITS) == set(BUILTIN_IDS)
+
+
+@pytest.mark.parametrize(("env_id", "limit"), sorted(STEP_LIMITS.items()))
+def test_each_real_id_registers_its_simulated_twins_step_limit(env_id: str, limit: int) -> None:
+    # Swapping a simulated id for its -Real-v0 twin keeps the episode length (and Gymnasium's TimeLimit).
+    real_id = env_id.replace("-v0", "-Real-v0")
+    assert real_id in REAL_IDS
+    assert gym.spec(real_id).max_episode_steps == gym.spec(env_id).max_episode_steps == limit
+    # The real wrapper's own limit, the same domain default, is where it truncates without TimeLimit too.
+    assert get_domain(BUILTIN_IDS[env_id]).max_steps == limit
 
 
 @pytest.mark.parametrize(("env_id", "limit"), sorted(STEP_LIMITS.items()))
