@@ -206,6 +206,11 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         self._needs_reset = np.zeros(num_envs, dtype=np.bool_)
         self._obs: list[str] = [""] * num_envs
 
+    @property
+    def action_help(self) -> str:
+        """The domain's action grammar for agents, as each sub-env's :attr:`EpisodeEnv.action_help`."""
+        return self.envs[0].action_help
+
     def reset(
         self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[tuple[str, ...], dict[str, Any]]:

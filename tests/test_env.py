@@ -14,6 +14,7 @@ from dreamgym_env.errors import (
     ResponseFormatError,
 )
 from dreamgym_env.records import Transition
+from dreamgym_env.registration import BUILTIN_IDS
 from tests._toy import ToyDomain
 
 
@@ -471,3 +472,18 @@ def test_a_task_that_is_not_a_task_says_what_a_task_holds(bad):
     message = str(info.value)
     assert "tasks[0]" in message and type(bad).__name__ in message
     assert all(field in message for field in ("task_id", "domain", "instruction"))
+
+
+@pytest.mark.parametrize("env_id", sorted(BUILTIN_IDS))
+def test_the_action_grammar_is_readable_before_any_invalid_action(env_id):
+    from dreamgym_env.domains import get_domain
+
+    env = gym.make(env_id, backend="scripted")
+    grammar = env.unwrapped.action_help
+    assert grammar and grammar == get_domain(BUILTIN_IDS[env_id]).action_help
+    with pytest.raises(AttributeError):
+        env.unwrapped.action_help = "something else"  # read-only: the domain's
+    env.reset(seed=0)
+    *_, info = env.step("")  # the feedback of an invalid action quotes the same text
+    assert grammar in info["last_action_error"]
+    assert gym.make_vec(env_id, num_envs=2, backend="scripted").unwrapped.action_help == grammar
