@@ -5,7 +5,8 @@ OpenAI-compatible server (vLLM's, mostly) through the ``openai`` package. They b
 here, so each relies on openai's own timeouts and retries rather than a loop of its own, and their
 failures become this package's errors here, each blamed on one boundary:
 
-- no connection, or no answer in time: :class:`~dreamgym_env.errors.ServerUnreachableError`;
+- no connection, or no answer in time: :class:`~dreamgym_env.errors.ServerUnreachableError` (a
+  refused connection says so, and asks whether the server is running);
 - the prompt is past the model's context (HTTP 400 saying so):
   :class:`~dreamgym_env.errors.PromptTooLongError`;
 - any other failure (a bad request, a model the server does not serve, a refused key, another HTTP
@@ -18,9 +19,10 @@ translated, not with this module, so a caller may create its client lazily and s
 
 from __future__ import annotations
 
+import asyncio
 import errno
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from dreamgym_env._secrets import redact_endpoint_text
@@ -91,6 +93,45 @@ def async_client(
     )
 
 
+_closing: set[asyncio.Task[None]] = set()
+"""Closes scheduled by :func:`close_clients_on` on the running loop, kept until done."""
+
+
+def close_clients_on(loop: asyncio.AbstractEventLoop, clients: Sequence[Any], wait_s: float = 2.0) -> None:
+    """Close async ``clients`` bound to ``loop`` from synchronous code, quietly: for finalizers.
+
+    aiohttp reports a session still open when it is garbage-collected (``Unclosed client session``,
+    ``Unclosed connector`` on stderr at exit), so an owner dropped without ``aclose`` closes its clients
+    here. On a loop running in another thread (the package's shared loop) the close is waited for up to
+    ``wait_s`` seconds; on the calling thread's own running loop it is scheduled; a loop that is
+    neither running nor closed runs it. A closed loop's clients cannot be closed any more. Errors are
+    swallowed: there is nobody left to tell.
+    """
+
+    async def close_all() -> None:
+        for client in clients:
+            with suppress(Exception):
+                await client.close()
+
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if loop.is_closed():
+        return
+    if running is loop:
+        task = loop.create_task(close_all())
+        _closing.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(_closing.discard)
+    elif loop.is_running():
+        future = asyncio.run_coroutine_threadsafe(close_all(), loop)
+        with suppress(Exception):
+            future.result(wait_s)
+    elif running is None:
+        with suppress(Exception):
+            loop.run_until_complete(close_all())
+
+
 def _aiohttp_client(max_connections: int, timeout: Any) -> Any:
     """The aiohttp-based HTTP client of ``openai``, keeping a connection alive for every request in flight.
 
@@ -107,6 +148,18 @@ def _aiohttp_client(max_connections: int, timeout: Any) -> Any:
     return openai.DefaultAioHttpClient(limits=limits, timeout=timeout)
 
 
+def _socket_error(e: BaseException) -> OSError | None:
+    """The socket error (a reset, a refusal...) anywhere in ``e``'s chain of causes, if there is one."""
+    seen: set[int] = set()
+    link: BaseException | None = e
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, OSError) and link.errno in _CONNECTION_ERRNOS:
+            return link
+        link = link.__cause__ or link.__context__
+    return None
+
+
 def connection_failure(e: BaseException, redact: Callable[[str], str] = str) -> str:
     """What went wrong with a request that got no answer, read from ``e`` and the errors behind it.
 
@@ -114,15 +167,22 @@ def connection_failure(e: BaseException, redact: Callable[[str], str] = str) -> 
     aiohttp a connection reset arrives as ``APITimeoutError: Request timed out.``. A socket error
     anywhere in the chain (a reset, a refusal) is named for what it is; otherwise ``e`` and its cause.
     """
-    seen: set[int] = set()
-    link: BaseException | None = e
-    while link is not None and id(link) not in seen:
-        seen.add(id(link))
-        if isinstance(link, OSError) and link.errno in _CONNECTION_ERRNOS:
-            return f"{_CONNECTION_ERRNOS[link.errno]} ({redact(str(link))})"
-        link = link.__cause__ or link.__context__
+    socket_error = _socket_error(e)
+    if socket_error is not None:
+        what = _CONNECTION_ERRNOS.get(socket_error.errno or 0, "a socket error")
+        return f"{what} ({redact(str(socket_error))})"
     cause = f" ({redact(str(e.__cause__))})" if e.__cause__ is not None else ""
     return f"{type(e).__name__}: {redact(str(e))}{cause}"
+
+
+def connection_refused(e: BaseException) -> bool:
+    """Whether ``e`` (or an error behind it) is a refused connection: nothing listens at the address."""
+    socket_error = _socket_error(e)
+    return socket_error is not None and socket_error.errno == errno.ECONNREFUSED
+
+
+REFUSED_HINT = "nothing is listening there. Is the server running?"
+"""What a refused connection means, for the messages that report one."""
 
 
 def api_error(
@@ -150,6 +210,10 @@ def api_error(
 
     message = str(e)
     if isinstance(e, openai.APIConnectionError):  # includes APITimeoutError
+        if connection_refused(e):
+            return ServerUnreachableError(
+                redact(f"{name} {url} refused the connection: {REFUSED_HINT} ({connection_failure(e)})")
+            )
         return ServerUnreachableError(redact(f"{name} {url} did not answer: {connection_failure(e)}"))
     if isinstance(e, openai.BadRequestError):
         if any(marker in message.lower() for marker in _CONTEXT_MARKERS):

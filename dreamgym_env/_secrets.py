@@ -22,6 +22,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from gymnasium.envs.registration import EnvSpec
 from pydantic import SecretStr
 
+from dreamgym_env.tasks import tasks_as_dicts
+
 MASK = "**********"  # what pydantic's SecretStr shows, so every masked value looks the same
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -161,10 +163,13 @@ def secrets_gymnasium_would_show(kwargs: dict[str, Any]) -> str | None:
 
 
 class SpecWithoutSecrets:
-    """Mixin for env classes: ``env.spec`` never holds a key in plain text.
+    """Mixin for env classes: ``env.spec`` never holds a key in plain text, and serialises to JSON.
 
     Gymnasium assigns ``env.unwrapped.spec`` after construction, with ``kwargs`` exactly as given to
-    ``gymnasium.make`` / ``make_vec``; the setter stores a copy whose secrets are :class:`Redacted`.
+    ``gymnasium.make`` / ``make_vec``; the setter stores a copy whose secrets are :class:`Redacted`
+    and whose ``tasks`` (a list of :class:`~dreamgym_env.records.Task`) are their JSON-ready dicts
+    (:func:`~dreamgym_env.tasks.tasks_as_dicts`), which the envs take back: ``env.spec.to_json()``
+    works, and ``gymnasium.make(EnvSpec.from_json(...))`` makes the env with the same tasks.
     """
 
     _redacted_spec: EnvSpec | None = None
@@ -177,5 +182,8 @@ class SpecWithoutSecrets:
     @spec.setter
     def spec(self, value: EnvSpec | None) -> None:
         if value is not None and value.kwargs:
-            value = dataclasses.replace(value, kwargs=redact_kwargs(value.kwargs))
+            kwargs = redact_kwargs(value.kwargs)
+            if "tasks" in kwargs:
+                kwargs["tasks"] = tasks_as_dicts(kwargs["tasks"])
+            value = dataclasses.replace(value, kwargs=kwargs)
         self._redacted_spec = value

@@ -69,8 +69,8 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
     step's stored form.
 
     ## Arguments
-    ``domain``: name or :class:`Domain`. ``tasks``: list of :class:`Task` or a sampler (curriculum);
-    default the domain's seed tasks. ``retriever``: replay buffer for demonstrations. ``backend``: a
+    ``domain``: name or :class:`Domain`. ``tasks``: list of :class:`Task` (or of their fields as
+    dicts, as ``env.spec`` keeps them) or a sampler (curriculum); default the domain's seed tasks. ``retriever``: replay buffer for demonstrations. ``backend``: a
     :class:`Backend` or its name. ``config``: :class:`EnvConfig`. Any config field may also be given
     as a keyword (``base_url``, ``model``, ``top_k``, ``temperature``...). ``outcome_reporter``: the
     :class:`~dreamgym_env.tasks.OutcomeReporter` that tells the sampler how episodes ended (one may be
@@ -109,7 +109,7 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
         self,
         domain: str | Domain,
         *,
-        tasks: Sequence[Task] | TaskSampler | None = None,
+        tasks: Sequence[Task | dict[str, Any]] | TaskSampler | None = None,
         retriever: Retriever | None = None,
         backend: Backend | str | None = None,
         config: EnvConfig | None = None,

@@ -532,6 +532,16 @@ class EpisodeEnv(gym.Env[str, str]):
         """The episode the current one was restored from (``info["forked_from"]``), else ``None``."""
         return self._ancestors[-1] if self._ancestors else None
 
+    @property
+    def action_help(self) -> str:
+        """The domain's action grammar for agents: its commands and their forms, with examples.
+
+        The text an invalid action's feedback quotes, to put in an agent's prompt before its first
+        step (BrowserGym's ``env.unwrapped.action_set.describe()`` plays this part). The actions of
+        the current state are ``info["admissible_actions"]`` (empty in an open domain: WebArena).
+        """
+        return self.domain.action_help
+
     def action_error(self, action: str) -> str | None:
         """Why ``action`` would be rejected now without reaching the world, or ``None``.
 

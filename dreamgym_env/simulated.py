@@ -55,7 +55,8 @@ class SimulatedWorld:
         config: How the model is asked (:class:`EnvConfig`; default its defaults).
         backend: The model's :class:`Backend`; default one made from ``config.backend``, closed with
             the world.
-        tasks: Tasks or a sampler (the curriculum); default the domain's seed tasks.
+        tasks: Tasks (or their fields as dicts) or a sampler (the curriculum); default the domain's seed
+            tasks.
         retriever: The replay buffer demonstrations come from; default :func:`default_retriever`.
         step_memo: The known steps of a deterministic domain; default :func:`make_step_memo`.
     """
@@ -69,7 +70,7 @@ class SimulatedWorld:
         config: EnvConfig | None = None,
         *,
         backend: Backend | None = None,
-        tasks: Sequence[Task] | TaskSampler | None = None,
+        tasks: Sequence[Task | dict[str, Any]] | TaskSampler | None = None,
         retriever: Retriever | None = None,
         step_memo: StepMemo | None = None,
     ) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from pathlib import PurePath
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
@@ -139,24 +141,117 @@ class OutcomeReporter:
         return True
 
 
-def as_task_sampler(tasks: Sequence[Task] | TaskSampler, domain: str) -> TaskSampler:
+def as_task_sampler(tasks: Sequence[Task | dict[str, Any]] | TaskSampler, domain: str) -> TaskSampler:
     """Wrap a plain list in :class:`TaskList`, checked to hold tasks of ``domain``; pass samplers through.
 
+    A list may hold a task's fields as a dict (``task.model_dump()``, what ``env.spec`` keeps): each is
+    made a :class:`Task`, its ``domain`` defaulting to ``domain``.
+
     Raises:
-        ConfigError: the list holds something other than a :class:`Task`, or a task of another domain
+        ConfigError: ``tasks`` is not a list, or it holds something that is not a :class:`Task` (a game
+            file's path, an instruction), a dict that is not one's fields, or a task of another domain
             (:func:`check_tasks`).
     """
     if isinstance(tasks, TaskSampler):
         return tasks
-    listed = list(tasks)
+    if isinstance(tasks, (str, bytes, os.PathLike, Task, dict)) or not isinstance(tasks, Iterable):
+        raise ConfigError(
+            f"tasks must be a list of Task objects (or a task sampler such as the curriculum), got a "
+            f"{type(tasks).__name__}: {_short(tasks)}. {_making_tasks(domain, tasks)}"
+        )
+    given = list(tasks)
+    listed = [_as_task(task, i, domain, given) for i, task in enumerate(given)]
     check_tasks(listed, domain)
     return TaskList(listed)
+
+
+def tasks_as_dicts(tasks: Any) -> Any:
+    """``tasks`` as JSON-ready dicts (each :class:`Task`'s ``model_dump(mode="json")``), else unchanged.
+
+    What an env's spec keeps of ``tasks=``, so ``env.spec.to_json()`` works and ``gymnasium.make`` of
+    the spec read back gives the same tasks (:func:`as_task_sampler` takes the dicts). A sampler is
+    left as it is, and so is what a list holds besides tasks.
+    """
+    if isinstance(tasks, (list, tuple)):
+        return [t.model_dump(mode="json") if isinstance(t, Task) else t for t in tasks]
+    return tasks
 
 
 _TASK_FIELDS = (
     "task_id (text), domain (the env's domain name) and instruction (text); metadata (a dict of facts "
     "for the model), source and parent_id are optional"
 )
+
+_TASK_LOADERS = {
+    "textworld": (
+        "For TextWorld game files (.z8, .ulx), dreamgym_env.real.textworld.tasks_from_games(paths) makes "
+        "the tasks: tasks=tasks_from_games({paths})."
+    ),
+    "alfworld": "For ALFWorld's task files, dreamgym_env.domains.alfworld.ALFWorldDomain.load_tasks(path) reads them.",
+    "webshop": "For WebShop's goal files, dreamgym_env.domains.webshop.WebShopDomain.load_tasks(path) reads them.",
+    "webarena": "For WebArena's config files, dreamgym_env.domains.webarena.WebArenaDomain.load_tasks(path) reads them.",
+    "miniwob": "For recorded MiniWoB tasks, dreamgym_env.domains.miniwob.MiniWoBDomain.load_tasks(path) reads them.",
+}
+
+
+def _making_tasks(domain: str, given: object) -> str:
+    """How to make tasks of ``domain``: a Task by hand, and the domain's loader of files where it has one.
+
+    ``given`` (what came as ``tasks``) fills the loader's example where it is a path or a list of them.
+    """
+    by_hand = f"Make one with Task(task_id=..., domain={domain!r}, instruction=...)."
+    loader = _TASK_LOADERS.get(domain)
+    if loader is None:
+        return by_hand
+    items = [given] if isinstance(given, (str, os.PathLike)) else given
+    paths = "paths"
+    if isinstance(items, list) and items and all(_looks_like_path(p) for p in items):
+        paths = _short([os.fspath(p) for p in items])
+    return f"{loader.format(paths=paths)} {by_hand}"
+
+
+def _looks_like_path(value: object) -> bool:
+    """A path object, or text with a file suffix (``games/g.z8``; not an instruction)."""
+    return isinstance(value, os.PathLike) or (isinstance(value, str) and bool(PurePath(value).suffix))
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def _as_task(item: object, i: int, domain: str, given: object = None) -> Task:
+    """``tasks[i]`` as a :class:`Task`: a Task as is, a dict of its fields validated (domain defaulted).
+
+    Raises:
+        ConfigError: anything else, or a dict whose fields do not make a Task.
+    """
+    if isinstance(item, Task):
+        return item
+    if isinstance(item, dict):
+        try:
+            return Task.model_validate({"domain": domain, **item})
+        except ValidationError as e:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in p['loc']) or 'task'}: {p['msg']}"
+                for p in e.errors(include_url=False)
+            )
+            raise ConfigError(
+                f"tasks[{i}] is a dict that does not make a Task ({problems}). A task holds "
+                f"{_TASK_FIELDS}: Task.model_validate(a dict of those fields) reads one."
+            ) from None
+    if isinstance(item, (str, bytes, os.PathLike)):
+        raise ConfigError(
+            f"tasks[{i}] is a {type(item).__name__} ({_short(item)}), not a Task: tasks= takes Task objects, "
+            f"not file paths or instruction texts. A task is a dreamgym_env.Task holding {_TASK_FIELDS}. "
+            f"{_making_tasks(domain, given)} (One instruction for one episode: "
+            "reset(options={'task': text}).)"
+        )
+    raise ConfigError(
+        f"tasks[{i}] is a {type(item).__name__}, not a Task. A task is a dreamgym_env.Task holding "
+        f"{_TASK_FIELDS}: Task(task_id=..., domain={domain!r}, instruction=...), or "
+        "Task.model_validate(a dict of those fields)."
+    )
 
 
 def check_tasks(tasks: Sequence[object], domain: str) -> None:
@@ -169,12 +264,7 @@ def check_tasks(tasks: Sequence[object], domain: str) -> None:
         ConfigError: an item is not a :class:`Task`, or a task's ``domain`` is not ``domain``.
     """
     for i, task in enumerate(tasks):
-        if not isinstance(task, Task):
-            raise ConfigError(
-                f"tasks[{i}] is a {type(task).__name__}, not a Task. A task is a dreamgym_env.Task holding "
-                f"{_TASK_FIELDS}: Task(task_id=..., domain={domain!r}, instruction=...), or "
-                "Task.model_validate(a dict of those fields)."
-            )
+        task = _as_task(task, i, domain) if not isinstance(task, Task) else task
         if task.domain != domain:
             others = Counter(t.domain for t in tasks if isinstance(t, Task) and t.domain != domain)
             counts = ", ".join(f"{n} of {name!r}" for name, n in sorted(others.items()))

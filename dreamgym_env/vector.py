@@ -123,7 +123,7 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         *,
         group_size: int = 1,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-        tasks: Sequence[Task] | TaskSampler | None = None,
+        tasks: Sequence[Task | dict[str, Any]] | TaskSampler | None = None,
         retriever: Retriever | None = None,
         backend: Backend | str | None = None,
         config: EnvConfig | None = None,
@@ -205,6 +205,11 @@ class DreamGymVectorEnv(SpecWithoutSecrets, VectorEnv):
         self.action_space = batch_space(self.single_action_space, num_envs)
         self._needs_reset = np.zeros(num_envs, dtype=np.bool_)
         self._obs: list[str] = [""] * num_envs
+
+    @property
+    def action_help(self) -> str:
+        """The domain's action grammar for agents, as each sub-env's :attr:`EpisodeEnv.action_help`."""
+        return self.envs[0].action_help
 
     def reset(
         self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None

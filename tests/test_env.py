@@ -14,6 +14,7 @@ from dreamgym_env.errors import (
     ResponseFormatError,
 )
 from dreamgym_env.records import Transition
+from dreamgym_env.registration import BUILTIN_IDS
 from tests._toy import ToyDomain
 
 
@@ -419,6 +420,51 @@ def test_tasks_of_another_domain_are_refused_naming_both_domains():
         assert "'webshop'" in message and "'textworld'" in message and webshop_tasks[0].task_id in message
 
 
+def test_a_spec_with_tasks_serialises_and_makes_the_same_env_again():
+    from dreamgym_env.domains import get_domain
+
+    tasks = get_domain("textworld").seed_tasks()[:2]
+    env = gym.make("DreamGym/TextWorld-v0", backend="scripted", tasks=tasks)
+    text = env.spec.to_json()
+    again = gym.make(gym.envs.registration.EnvSpec.from_json(text))
+    assert again.unwrapped.task_sampler.tasks == tasks  # the tasks came back as Tasks, equal
+    assert again.spec.to_json() == text
+    assert again.reset(seed=3)[0] == env.reset(seed=3)[0]
+    envs = gym.make_vec("DreamGym/TextWorld-v0", num_envs=2, backend="scripted", tasks=tasks)
+    vector_again = gym.make_vec(gym.envs.registration.EnvSpec.from_json(envs.spec.to_json()), num_envs=2)
+    assert [o for o in vector_again.reset(seed=3)[0]] == [o for o in envs.reset(seed=3)[0]]
+
+
+def test_tasks_given_as_dicts_are_made_tasks_of_the_envs_domain():
+    env = gym.make(
+        "DreamGym/TextWorld-v0",
+        backend="scripted",
+        tasks=[{"task_id": "a", "instruction": "Reach room 2", "metadata": {"k": 1}}],
+    )
+    [task] = env.unwrapped.task_sampler.tasks
+    assert task == dreamgym_env.Task(
+        task_id="a", domain="textworld", instruction="Reach room 2", metadata={"k": 1}
+    )
+    with pytest.raises(ConfigError, match=r"tasks\[0\] is a dict that does not make a Task \(instruction"):
+        gym.make("DreamGym/TextWorld-v0", backend="scripted", tasks=[{"task_id": "a"}])
+
+
+@pytest.mark.parametrize("tasks", [["games/g.z8"], "games/g.z8"])
+def test_game_file_paths_as_tasks_point_to_tasks_from_games(tasks):
+    for make_env in (
+        lambda: gym.make("DreamGym/TextWorld-v0", backend=ScriptedBackend(), tasks=tasks),
+        lambda: dreamgym_env.DreamGymVectorEnv(
+            "textworld", num_envs=2, backend=ScriptedBackend(), tasks=tasks
+        ),
+    ):
+        with pytest.raises(ConfigError) as info:
+            make_env()
+        message = str(info.value)
+        assert "Task objects" in message and "'games/g.z8'" in message
+        assert "dreamgym_env.real.textworld.tasks_from_games(paths)" in message
+        assert "tasks=tasks_from_games(['games/g.z8'])" in message
+
+
 @pytest.mark.parametrize("bad", [{"foo": 1}, "buy shoes", None])
 def test_a_task_that_is_not_a_task_says_what_a_task_holds(bad):
     with pytest.raises(ConfigError) as info:
@@ -426,3 +472,18 @@ def test_a_task_that_is_not_a_task_says_what_a_task_holds(bad):
     message = str(info.value)
     assert "tasks[0]" in message and type(bad).__name__ in message
     assert all(field in message for field in ("task_id", "domain", "instruction"))
+
+
+@pytest.mark.parametrize("env_id", sorted(BUILTIN_IDS))
+def test_the_action_grammar_is_readable_before_any_invalid_action(env_id):
+    from dreamgym_env.domains import get_domain
+
+    env = gym.make(env_id, backend="scripted")
+    grammar = env.unwrapped.action_help
+    assert grammar and grammar == get_domain(BUILTIN_IDS[env_id]).action_help
+    with pytest.raises(AttributeError):
+        env.unwrapped.action_help = "something else"  # read-only: the domain's
+    env.reset(seed=0)
+    *_, info = env.step("")  # the feedback of an invalid action quotes the same text
+    assert grammar in info["last_action_error"]
+    assert gym.make_vec(env_id, num_envs=2, backend="scripted").unwrapped.action_help == grammar

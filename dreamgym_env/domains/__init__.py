@@ -19,8 +19,8 @@ in the package's ``__all__``; the module they come from does not list them again
 Step limits: a row's ``max_steps`` is the one definition of the domain's default episode step limit.
 The domain class's :attr:`~dreamgym_env.domains.base.Domain.max_steps` reads it, and so, through the
 class, do every env's default (:class:`~dreamgym_env.episode.EpisodeEnv`: the simulated env, the native
-vector env and the real wrappers); :mod:`dreamgym_env.registration` registers it as the simulated id's
-``max_episode_steps`` straight from the row, so registering imports no domain module. Per env, it is
+vector env and the real wrappers); :mod:`dreamgym_env.registration` registers it as the simulated and
+the real id's ``max_episode_steps`` straight from the row, so registering imports no domain module. Per env, it is
 overridden by ``max_steps=N`` (:attr:`dreamgym_env.config.EnvConfig.max_steps`; ``None`` keeps the
 default) and by Gymnasium's ``max_episode_steps=N`` (``-1`` drops Gymnasium's limit); an episode is
 truncated once, at the smaller of the two (``docs/training_rl.md``, "Step limits").
@@ -67,7 +67,7 @@ class BuiltinDomain(NamedTuple):
         env_id: The simulated Gymnasium id.
         entry_point: The :class:`Domain` subclass, ``"module:attribute"``.
         max_steps: The domain's default episode step limit, defined here only (see "Step limits"
-            above): the class's ``max_steps`` and the id's ``max_episode_steps`` read it.
+            above): the class's ``max_steps`` and both ids' ``max_episode_steps`` read it.
         real: The real environment the simulated one stands for.
         task_format: The curriculum's :class:`~dreamgym_env.curriculum.formats.VariantFormat`.
         validator: The curriculum's task validator (``task -> reason or None``).

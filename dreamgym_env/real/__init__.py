@@ -32,12 +32,18 @@ REAL_IDS: dict[str, str] = {
 
 
 def register_real_envs() -> None:
-    """Register every real id (idempotent). Entry points are strings: nothing heavy is imported here."""
+    """Register every real id (idempotent). Entry points are strings: nothing heavy is imported here.
+
+    Each real id carries the same ``max_episode_steps`` as its simulated twin (the domain's step limit,
+    which is also the real wrapper's own ``max_steps`` default), so swapping a simulated id for its
+    real one keeps the episode length and Gymnasium's ``TimeLimit``.
+    """
     for builtin in BUILTIN_DOMAINS.values():
         if builtin.real.env_id in registry:
             continue
         register(
             id=builtin.real.env_id,
             entry_point=builtin.real.entry_point,
+            max_episode_steps=builtin.max_steps,
             nondeterministic=builtin.real.nondeterministic,
         )

@@ -9,7 +9,7 @@ OpenAI-compatible embeddings endpoint) plugs in unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -35,6 +35,10 @@ class TextEmbedding(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructor
     task never drowns in a long observation. The original text stays available in
     ``info["text_observation"]`` for logging and for policies that want both.
 
+    ``env.action_masks()`` is the wrapped env's (a :class:`~dreamgym_env.wrappers.DiscreteActions`
+    below it gives one), so ``TextEmbedding(DiscreteActions(env))`` is the masked env sb3-contrib's
+    ``MaskablePPO`` expects; over an env without masks the attribute is absent, as it is there.
+
     Args:
         env: An env with text observations and DreamGym's ``info`` keys.
         embedder: Any :class:`~dreamgym_env.buffer.embedders.Embedder`; default
@@ -47,6 +51,7 @@ class TextEmbedding(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructor
         ...                     fields=("observation", "task"))
         >>> obs, info = env.reset(seed=0)
         >>> obs.shape, obs.dtype          # ((512,), dtype('float32'))
+        >>> env.action_masks()            # DiscreteActions' mask: array([ True,  True, False, ...])
     """
 
     def __init__(
@@ -67,6 +72,22 @@ class TextEmbedding(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructor
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder(dim=256)
         self.fields = fields
         self.observation_space = embedding_space(self.embedder, fields)
+
+    @property
+    def action_masks(self) -> Callable[[], np.ndarray]:
+        """The wrapped env's ``action_masks`` method (e.g. :meth:`DiscreteActions.action_masks`).
+
+        Raises:
+            AttributeError: No env below this wrapper has masks (wrap it in ``DiscreteActions`` first).
+        """
+        try:
+            masks: Callable[[], np.ndarray] = self.env.get_wrapper_attr("action_masks")
+        except AttributeError:
+            raise AttributeError(
+                "TextEmbedding has no action_masks: the env it wraps has none. Wrap the env in "
+                "DiscreteActions first: TextEmbedding(DiscreteActions(env))."
+            ) from None
+        return masks
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None

@@ -11,7 +11,7 @@ observation of an ended episode (``info["final_obs"]``) is embedded too.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -171,6 +171,7 @@ class VectorTextEmbedding(VectorWrapper):
     Row ``j`` is what ``TextEmbedding`` gives sub-env ``j`` with the same ``embedder`` and
     ``fields``; all rows (and, in ``SAME_STEP`` mode, the ``final_obs`` of ended episodes) are
     embedded in one ``embedder.embed`` call per step. ``infos["text_observation"]`` keeps the texts.
+    ``envs.action_masks()`` is the ``(N, K)`` masks of a :class:`VectorDiscreteActions` below it.
 
     Args:
         env: A Gymnasium vector env with text observations and DreamGym's ``info`` keys.
@@ -200,6 +201,24 @@ class VectorTextEmbedding(VectorWrapper):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         # Each sub-env's last task and actions: a partial reset reports infos for the reset ones only.
         self._context: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+
+    @property
+    def action_masks(self) -> Callable[[], np.ndarray]:
+        """The ``action_masks`` method of the wrapped vector env (e.g. :class:`VectorDiscreteActions`).
+
+        Raises:
+            AttributeError: No vector env below this wrapper has masks.
+        """
+        env: Any = self.env
+        while env is not None:
+            if hasattr(env, "action_masks"):
+                masks: Callable[[], np.ndarray] = env.action_masks
+                return masks
+            env = getattr(env, "env", None)
+        raise AttributeError(
+            "VectorTextEmbedding has no action_masks: the vector env it wraps has none. Wrap it in "
+            "VectorDiscreteActions first: VectorTextEmbedding(VectorDiscreteActions(envs))."
+        )
 
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None

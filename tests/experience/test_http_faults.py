@@ -130,6 +130,53 @@ def test_a_reset_is_named_by_the_synchronous_clients_too():
     assert "the connection was reset" in str(translated) and "timed out" not in str(translated)
 
 
+def _closed_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+SECRET = "pw-0123456789abcdef"
+
+
+def test_a_refused_connection_says_the_server_refused_it_and_asks_if_it_runs():
+    """Nothing listens on the port: the step's error says so, naming the URL without its password."""
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    env = gym.make(
+        "DreamGym/TextWorld-v0", base_url=url.replace("//", f"//user:{SECRET}@"), model="m", api_key=SECRET
+    )
+    try:
+        _, info = env.reset(seed=0)
+        action = next(a for a in info["admissible_actions"] if a.split()[0] == "go")  # the model answers it
+        with pytest.raises(ServerUnreachableError) as caught:
+            env.step(action)
+    finally:
+        env.close()
+    message = str(caught.value)
+    assert message.startswith(f"The experience model server at {url} refused the connection"), message
+    assert "Is the server running?" in message and "timed out" not in message
+    assert SECRET not in message and SECRET not in repr(caught.value)
+
+
+def test_a_refused_connection_is_named_by_the_synchronous_clients_too():
+    from dreamgym_env.buffer.embedders import OpenAIEmbedder
+    from dreamgym_env.training.collector import ChatPolicy
+
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    secret_url = url.replace("//", f"//user:{SECRET}@")
+    with pytest.raises(ServerUnreachableError) as embed_error:
+        OpenAIEmbedder("m", secret_url, api_key=SECRET, timeout_s=5).embed(["x"])
+    policy = ChatPolicy(secret_url, "m", api_key=SECRET, max_retries=0, timeout_s=5)
+    with pytest.raises(ServerUnreachableError) as policy_error:
+        asyncio.run(policy.act([{"role": "user", "content": "hi"}], []))
+    for caught, name in ((embed_error, "The embedding endpoint"), (policy_error, "The policy endpoint")):
+        message = str(caught.value)
+        assert "refused the connection" in message and "Is the server running?" in message, message
+        assert name in message and "127.0.0.1" in message and SECRET not in message
+
+
 def test_retries_share_one_deadline():
     server = serve_replies(lambda body, headers: Reply(body=_chat_completion(), trickle_s=0.25))
     try:

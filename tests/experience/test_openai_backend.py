@@ -299,3 +299,53 @@ def test_closing_closes_the_loops_clients_when_the_work_ends(recwarn):
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        pytest.param("", id="left-open-at-exit"),
+        pytest.param("del env\ngc.collect()\nprint('collected')\n", id="garbage-collected"),
+        pytest.param("env.close()\n", id="closed"),
+    ],
+)
+@pytest.mark.parametrize("make", ["gym.make(ID, **KW)", "gym.make_vec(ID, num_envs=2, **KW)"])
+def test_an_env_not_closed_releases_its_http_client_quietly(ending, make):
+    """A stepped env that is dropped or still open at exit closes its clients: no aiohttp warning."""
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    server = serve_json(lambda body, port: _chat_completion())
+    url = f"http://127.0.0.1:{server.server_port}/v1"
+    script = (
+        textwrap.dedent(
+            f"""
+        import gc
+        import gymnasium as gym
+        import dreamgym_env
+        ID, KW = "DreamGym/TextWorld-v0", dict(base_url={url!r}, model="m", on_invalid_output="fail_state")
+        env = {make}
+        _, info = env.reset(seed=0)
+        first = info["admissible_actions"] if "num_envs" not in {make!r} else info["admissible_actions"][0]
+        action = next(a for a in first if a.split()[0] == "go")  # the model answers it
+        env.step(action if "num_envs" not in {make!r} else [action, action])
+        print("stepped")
+        """
+        )
+        + ending
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=Path(__file__).resolve().parents[2],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 0 and "stepped" in done.stdout, done.stderr
+    assert "Unclosed" not in done.stderr, done.stderr

@@ -92,6 +92,25 @@ def test_one_policy_runs_on_sim_and_real_textworld(games: list[str]) -> None:
 
 
 @pytest.mark.real
+def test_real_and_simulated_ids_truncate_at_the_same_step(games: list[str]) -> None:
+    """Swapping DreamGym/TextWorld-v0 for its -Real-v0 twin keeps the registered step limit."""
+    from dreamgym_env.real.textworld import tasks_from_games
+
+    register_real_envs()
+    real = gym.make("DreamGym/TextWorld-Real-v0", game_files=games)
+    sim = gym.make("DreamGym/TextWorld-v0", backend="scripted", tasks=tasks_from_games(games))
+    for env in (real, sim):
+        assert env.spec is not None and env.spec.max_episode_steps == 50
+        env.reset(seed=0)
+        for t in range(1, 61):  # noqa: B007  (t is the step that truncated)
+            *_, terminated, truncated, _ = env.step("")  # invalid: counts, never terminates
+            if truncated:
+                break
+        assert (t, terminated, truncated) == (50, False, True)
+        env.close()
+
+
+@pytest.mark.real
 def test_facts_states_are_canonical_and_the_world_stays_hidden(games: list[str]) -> None:
     from dreamgym_env.real.textworld import TextWorldRealEnv
 

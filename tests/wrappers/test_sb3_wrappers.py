@@ -75,6 +75,20 @@ def test_open_domains_and_bad_arguments_are_rejected() -> None:
         TextEmbedding(sim_env(), fields=("html",))  # type: ignore[arg-type]
 
 
+def test_text_embedding_forwards_the_masks_of_the_env_it_wraps() -> None:
+    # The stack docs/training_rl.md shows: env.action_masks() on TextEmbedding(DiscreteActions(env)).
+    env = TextEmbedding(DiscreteActions(gym.make("DreamGym/TextWorld-v0", backend="scripted"), 16))
+    _, info = env.reset(seed=0)
+    assert np.array_equal(env.action_masks(), info["action_mask"])
+    *_, info = env.step(0)
+    assert np.array_equal(env.action_masks(), info["action_mask"])
+    # Over an env without masks there is none to forward: absent, with a message saying what to wrap.
+    plain = TextEmbedding(sim_env())
+    assert not hasattr(plain, "action_masks")
+    with pytest.raises(AttributeError, match=r"TextEmbedding\(DiscreteActions\(env\)\)"):
+        plain.action_masks()
+
+
 def test_text_embedding_is_a_deterministic_box_per_field() -> None:
     env = TextEmbedding(
         sim_env(), HashingEmbedder(dim=32), fields=("observation", "task", "admissible_actions")

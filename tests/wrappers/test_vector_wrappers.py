@@ -12,6 +12,7 @@ from dreamgym_env.buffer.embedders import HashingEmbedder
 from dreamgym_env.domains import get_domain
 from dreamgym_env.env import DreamGymEnv
 from dreamgym_env.errors import ConfigError, DreamGymError
+from dreamgym_env.real import REAL_IDS
 from dreamgym_env.registration import BUILTIN_IDS
 from dreamgym_env.vector import DreamGymVectorEnv
 from dreamgym_env.wrappers import DiscreteActions, TextEmbedding, VectorDiscreteActions, VectorTextEmbedding
@@ -70,7 +71,16 @@ def test_out_of_range_index_is_reported_per_sub_env() -> None:
     assert infos["action_text"][0] == "" and f"index {K - 1}" in infos["last_action_error"][0]
     assert infos["text_observation"][0].startswith("[Invalid action]") and n < K
     assert infos["last_action_error"][1] is None and infos["action_text"][1] != ""
-    assert envs.env.action_masks().shape == (2, K) and envs.action_space == gym.spaces.MultiDiscrete([K, K])  # type: ignore[attr-defined]
+    assert envs.action_space == gym.spaces.MultiDiscrete([K, K])
+    # The embedding wrapper forwards the masks of the VectorDiscreteActions below it.
+    assert np.array_equal(envs.action_masks(), infos["action_mask"]) and envs.action_masks().shape == (2, K)
+
+
+def test_vector_text_embedding_without_discrete_actions_has_no_masks() -> None:
+    envs = VectorTextEmbedding(gym.make_vec(ENV_ID, num_envs=2, backend="scripted"))
+    assert not hasattr(envs, "action_masks")
+    with pytest.raises(AttributeError, match="VectorDiscreteActions"):
+        envs.action_masks()
 
 
 def test_single_env_adapters_point_vector_envs_to_the_vector_adapters() -> None:
@@ -143,6 +153,16 @@ STEP_LIMITS = {
 
 def test_every_id_has_a_step_limit() -> None:
     assert set(STEP_LIMITS) == set(BUILTIN_IDS)
+
+
+@pytest.mark.parametrize(("env_id", "limit"), sorted(STEP_LIMITS.items()))
+def test_each_real_id_registers_its_simulated_twins_step_limit(env_id: str, limit: int) -> None:
+    # Swapping a simulated id for its -Real-v0 twin keeps the episode length (and Gymnasium's TimeLimit).
+    real_id = env_id.replace("-v0", "-Real-v0")
+    assert real_id in REAL_IDS
+    assert gym.spec(real_id).max_episode_steps == gym.spec(env_id).max_episode_steps == limit
+    # The real wrapper's own limit, the same domain default, is where it truncates without TimeLimit too.
+    assert get_domain(BUILTIN_IDS[env_id]).max_steps == limit
 
 
 @pytest.mark.parametrize(("env_id", "limit"), sorted(STEP_LIMITS.items()))

@@ -32,17 +32,25 @@ import asyncio
 import email.utils
 import itertools
 import logging
+import os
 import threading
 import time
 import weakref
 import zlib
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 import openai
 
-from dreamgym_env._openai_client import api_error, async_client, connection_failure
+from dreamgym_env._openai_client import (
+    REFUSED_HINT,
+    api_error,
+    async_client,
+    close_clients_on,
+    connection_failure,
+    connection_refused,
+)
 from dreamgym_env.config import BackendConfig
 from dreamgym_env.errors import BackendError, ConfigError, InvalidResponseError, ServerUnreachableError
 from dreamgym_env.experience.backends.base import Backend, Completion, CompletionRequest
@@ -61,11 +69,15 @@ _MAX_STICKY_EPISODES = 65_536
 
 
 class _Retryable(Exception):
-    """An attempt failed in a way another attempt (elsewhere, or later) may not."""
+    """An attempt failed in a way another attempt (elsewhere, or later) may not.
 
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+    ``refused``: the connection was refused (nothing listened at the endpoint's address).
+    """
+
+    def __init__(self, reason: str, retry_after: float | None = None, *, refused: bool = False) -> None:
         super().__init__(reason)
         self.retry_after = retry_after
+        self.refused = refused
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -120,6 +132,8 @@ class OpenAIBackend(Backend):
         self._lock = threading.Lock()
         self._sticky: OrderedDict[str, int] = OrderedDict()  # episode id -> endpoint index
         self.health = EndpointHealth(config.endpoint_cooldown)
+        # A backend garbage-collected, or alive at exit, without aclose() closes its clients quietly.
+        weakref.finalize(self, _close_clients, self._states, os.getpid())
 
     def describe(self) -> str:
         """Model and endpoints (never the key)."""
@@ -218,6 +232,7 @@ class OpenAIBackend(Backend):
         cfg = self.config
         route = self._route(request.episode_id)
         failures: list[str] = []
+        all_refused = True  # every failed attempt found nothing listening
         async with state.semaphore:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self.deadline
@@ -243,6 +258,7 @@ class OpenAIBackend(Backend):
                     except _Retryable as e:
                         self.health.failed(index, e.retry_after)
                         failures.append(f"{url}: {e}")
+                        all_refused = all_refused and e.refused
                         hints.append(e.retry_after)
                         failed = f"Experience model endpoint {url} failed ({e})"
                         continue
@@ -270,12 +286,20 @@ class OpenAIBackend(Backend):
                     break
                 logger.warning("%s; retry %d of %d in %.1fs", failed, round_ + 1, cfg.max_retries, wait)
                 await asyncio.sleep(wait)
+        start_one = (
+            "Start a server (e.g. `vllm serve MODEL` or `dreamgym serve --smoke`) or point base_url / "
+            "DREAMGYM_BASE_URL at a running one."
+        )
+        if failures and all_refused:
+            urls = ", ".join(u for u in cfg.base_url if any(f.startswith(f"{u}: ") for f in failures))
+            raise ServerUnreachableError(
+                f"The experience model server at {urls} refused the connection: {REFUSED_HINT} "
+                f"{start_one} ({gave_up}; failures: {_counted(failures)})"
+            )
         raise ServerUnreachableError(
             f"Could not reach the experience model at {', '.join(cfg.base_url)}: {gave_up} "
             f"(timeout {cfg.timeout:g}s an attempt, deadline {self.deadline:g}s a request, "
-            f"{cfg.max_retries} retries of each endpoint). "
-            "Start a server (e.g. `vllm serve MODEL` or `dreamgym serve --smoke`) or point base_url / "
-            "DREAMGYM_BASE_URL at a running one. Failures: " + "; ".join(failures)
+            f"{cfg.max_retries} retries of each endpoint). {start_one} Failures: {_counted(failures)}"
         )
 
     async def _attempt(
@@ -292,7 +316,7 @@ class OpenAIBackend(Backend):
         except TimeoutError as e:
             raise _Retryable(f"no complete answer within {limit:.3g}s") from e
         except openai.APIConnectionError as e:  # includes APITimeoutError
-            raise _Retryable(connection_failure(e, redact)) from e
+            raise _Retryable(connection_failure(e, redact), refused=connection_refused(e)) from e
         except openai.APIStatusError as e:
             message = redact(str(e))
             if e.status_code in _RETRY_STATUSES or e.status_code >= 500:
@@ -335,6 +359,22 @@ class OpenAIBackend(Backend):
         if state is not None:
             for client in state.clients:
                 await client.close()
+
+
+def _close_clients(
+    states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState], pid: int
+) -> None:
+    """Close a dropped backend's clients on their loops (in the process that made them)."""
+    for loop, state in list(states.items()):
+        states.pop(loop, None)
+        if os.getpid() == pid:  # a forked child holds copies of the parent's loops, which run nowhere
+            close_clients_on(loop, state.clients)
+
+
+def _counted(failures: list[str]) -> str:
+    """The failures joined, each different one once, with how many times it happened when more than once."""
+    counts = Counter(failures)
+    return "; ".join(f"{f} (x{n})" if n > 1 else f for f, n in counts.items())
 
 
 def _snippet(value: Any) -> str:
