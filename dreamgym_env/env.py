@@ -15,7 +15,7 @@ from dreamgym_env.experience.memo import StepMemo
 from dreamgym_env.experience.model import ExperienceModel
 from dreamgym_env.records import Task, Transition
 from dreamgym_env.retrieval import RetrievalQuery, Retriever
-from dreamgym_env.shipped_settings import SHIPPED_MODELS
+from dreamgym_env.shipped_settings import SHIPPED_MODELS, trained_recipes
 from dreamgym_env.simulated import SimulatedWorld, episode_limits, store_in
 from dreamgym_env.tasks import OutcomeReporter, TaskSampler
 
@@ -136,8 +136,7 @@ class DreamGymEnv(SpecWithoutSecrets, EpisodeEnv):
             on_episode_end=self.outcome_reporter.report,
             **episode_limits(config),
         )
-        if tasks is None:
-            _warn_if_untrained_tasks(self.domain, config.backend.model)
+        _warn_if_untrained_tasks(self.domain, config.backend.model, tasks)
 
     # ------------------------------------------------------------------ the simulated world's parts
     config = WorldAttribute[EnvConfig](
@@ -181,17 +180,41 @@ def simulated_query(env: EpisodeEnv, action: Any) -> RetrievalQuery | None:
     return world.retrieval_query(action, env.view())
 
 
-def _warn_if_untrained_tasks(domain: Domain, model: str | None) -> None:
-    """Warn when a shipped model is asked to simulate the domain's seed tasks, which it was not trained on.
+def _warn_if_untrained_tasks(domain: Domain, model: str | None, tasks: object) -> None:
+    """Warn when a shipped model is asked to simulate worlds unlike those it was trained on.
 
-    A shipped model learned the worlds of generated games, each task carrying its layout; the seed tasks'
-    drawn rooms have none, so it would invent the world (and, before this warning, reported success for
-    near-random policies).
+    A shipped model learned the worlds of generated games, each task carrying its layout; the seed
+    tasks' drawn rooms have none, so it would invent the world (and, before this warning, reported
+    success for near-random policies). Games of a family it never saw (``tw-cooking``, whose
+    recipes, knives and stoves are in none of its training games) it answers untested: a cooking game
+    came back carrying two candy bars after one ``put``.
     """
-    if model in SHIPPED_MODELS and model == domain.name:
+    shipped = SHIPPED_MODELS.get(model or "")
+    if shipped is None or shipped.domain != domain.name:
+        return
+    if tasks is None:
         warnings.warn(
             f"The shipped {model!r} experience model was trained on tasks made from generated games "
             f"(each with its layout), not on {domain.env_id}'s seed tasks: pass tasks=tasks_from_games(games) "
             "(dreamgym_env.real.textworld), e.g. games from dreamgym_env.real.textworld_suite.build_suite.",
+            stacklevel=3,
+        )
+        return
+    trained = trained_recipes(str(model))
+    listed = getattr(tasks, "tasks", tasks)
+    if not trained or not isinstance(listed, Sequence):
+        return
+    unseen = sorted(
+        {
+            str(f)
+            for t in listed
+            if isinstance(t, Task) and (f := t.metadata.get("family")) and f not in trained
+        }
+    )
+    if unseen:
+        warnings.warn(
+            f"The shipped {model!r} experience model was trained on games of {sorted(trained)}; these tasks "
+            f"include {unseen}, which it never saw: its answers there are untested (measure them with "
+            "dreamgym eval-fidelity --games before training on them).",
             stacklevel=3,
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,10 +20,30 @@ if TYPE_CHECKING:
 
 _ROOT = Path(__file__).resolve().parent / "models"
 
-SHIPPED_MODELS: dict[str, str] = {
-    "textworld": "TextWorld experience model (a LoRA adapter on SmolLM2-135M-Instruct, trained on real games)",
+
+@dataclass(frozen=True)
+class ShippedModel:
+    """A model that ships inside the package: what it is, the domain it simulates, how it is rebuilt."""
+
+    description: str
+    domain: str
+    rebuild: str
+    """The command that rebuilds it from nothing (named in every error about its files)."""
+
+    def __str__(self) -> str:
+        return self.description
+
+
+SHIPPED_MODELS: dict[str, ShippedModel] = {
+    "textworld": ShippedModel(
+        "TextWorld experience model, privileged setting (a LoRA adapter on SmolLM2-135M-Instruct, "
+        "trained on real games with their layout and goal)",
+        domain="textworld",
+        rebuild="scripts/build_textworld_model.sh",
+    ),
 }
-"""Name -> what it is."""
+"""Name -> the shipped model."""
+
 
 SHIPPED_MAX_TOKENS = 256
 """Answer budget for a shipped model: its answers (the changed lines of a state) are under 100 tokens, so
@@ -34,9 +55,24 @@ tokens, and an answer that never ends holds every request of its vector step for
 (docs/scaling.md, "Levers")."""
 
 
+def rebuild_command(name: str) -> str:
+    """The command that rebuilds the shipped model ``name`` (for errors about its files)."""
+    model = SHIPPED_MODELS.get(name)
+    return model.rebuild if model else "the script that built it"
+
+
 def model_folder(name: str) -> Path:
     """Where the shipped model ``name``'s files are packaged (not checked to exist)."""
     return _ROOT / name
+
+
+def trained_recipes(name: str) -> frozenset[str]:
+    """The kinds of game a shipped model was trained on (its manifest's ``data.recipes``), or none known."""
+    try:
+        manifest = json.loads((model_folder(name) / "manifest.json").read_text(encoding="utf-8"))
+        return frozenset(str(r) for r in manifest["data"]["recipes"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return frozenset()
 
 
 def _training_record(name: str) -> dict[str, Any]:
@@ -63,6 +99,14 @@ def prompt_style(model: str | None) -> PromptStyle:
         return "full"
     settings = _training_record(model).get("env_settings") or {}
     return "compact" if settings.get("prompt_style") == "compact" else "full"
+
+
+def setting(model: str | None) -> str:
+    """The simulation ``setting`` a shipped model was trained in (``"privileged"`` for any other model)."""
+    if model not in SHIPPED_MODELS:
+        return "privileged"
+    settings = _training_record(model).get("env_settings") or {}
+    return "learned" if settings.get("setting") == "learned" else "privileged"
 
 
 def answer_format(model: str | None) -> AnswerFormat:
@@ -110,6 +154,10 @@ def recommended_env_kwargs(name: str) -> dict[str, Any]:
     }
     if answers == "state":
         kwargs.update(parse_retries=0, on_invalid_output="fail_state")
+    if setting(name) == "learned":
+        # Its figures are measured guided: the domain writes out what the episode showed, the model
+        # chooses among those outcomes and writes only what is new (docs/env.md, "Guided answers").
+        kwargs.update(setting="learned", guided_answers=True)
     return kwargs
 
 

@@ -24,11 +24,13 @@ import numpy as np
 from dreamgym_env._event_loop import run_sync
 from dreamgym_env.config import EnvConfig
 from dreamgym_env.domains import Domain, get_domain
+from dreamgym_env.errors import ConfigError
 from dreamgym_env.experience.backends import Backend, make_backend
 from dreamgym_env.experience.memo import StepMemo
 from dreamgym_env.experience.model import ExperienceModel, Prediction
 from dreamgym_env.records import Source, Task, Transition
 from dreamgym_env.retrieval import RetrievalQuery, Retriever, retrieve_query
+from dreamgym_env.shipped_settings import SHIPPED_MODELS
 from dreamgym_env.tasks import TaskSampler, as_task_sampler, resolve_task
 from dreamgym_env.world import EpisodeStart, EpisodeView, WorldStep
 
@@ -76,6 +78,7 @@ class SimulatedWorld:
     ) -> None:
         self.domain = get_domain(domain)
         self.config = config if config is not None else EnvConfig()
+        _check_shipped_model(self.domain, self.config.backend.model)
         self._owns_backend = backend is None
         self.backend = backend if backend is not None else make_backend(self.config.backend)
         self.step_memo = step_memo if step_memo is not None else make_step_memo(self.domain, self.config)
@@ -234,3 +237,23 @@ def _timing_info(prediction: Prediction, retrieve_s: float, total_s: float, sett
             "parse_s": prediction.parse_s,
         },
     }
+
+
+def _check_shipped_model(domain: Domain, model: str | None) -> None:
+    """Refuse a shipped model named for a domain it does not simulate.
+
+    Naming a shipped model brings its training settings (its answer form, answer budget, prompt
+    style: :func:`~dreamgym_env.shipped_settings.recommended_env_kwargs`), which are its own domain's;
+    applied to another domain they fail in ways that point elsewhere.
+
+    Raises:
+        ConfigError: naming the model, the domain it simulates, and what to do instead.
+    """
+    shipped = SHIPPED_MODELS.get(model or "")
+    if shipped is not None and shipped.domain != domain.name:
+        raise ConfigError(
+            f"model={model!r} is the shipped experience model of {shipped.domain!r}, and its settings (answer "
+            f"form, answer budget, prompts) are that domain's, not {domain.name!r}'s ({domain.env_id}). Serve "
+            f"an experience model of {domain.name!r} and pass its served name as model=, or play {model!r} "
+            f"in {get_domain(shipped.domain).env_id}."
+        )

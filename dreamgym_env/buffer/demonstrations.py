@@ -20,7 +20,7 @@ from typing import Any
 from dreamgym_env.buffer.replay_buffer import ReplayBuffer, dedup_key
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.records import Transition
-from dreamgym_env.shipped_settings import SHIPPED_MODELS, file_sha256, model_folder
+from dreamgym_env.shipped_settings import SHIPPED_MODELS, file_sha256, model_folder, rebuild_command
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def shipped_demonstrations(name: str | None) -> ReplayBuffer | None:
     if digest != recorded.get("sha256"):
         raise ConfigError(
             f"{path} has SHA-256 {digest[:16]}..., not the {str(recorded.get('sha256'))[:16]}... the model's "
-            f"manifest records; reinstall the package or rebuild it with scripts/build_{name}_model.sh."
+            f"manifest records; reinstall the package or rebuild it with {rebuild_command(name)}."
         )
     with gzip.open(path, "rt", encoding="utf-8") as f:
         transitions = [Transition.model_validate_json(line) for line in f if line.strip()]

