@@ -208,6 +208,12 @@ class BackendConfig(BaseModel):
         "sampling repeatable on GPU servers. Off by default: vLLM's CPU build (0.32) crashes its engine on a "
         "seeded request whose prompt is prefilled in chunks.",
     )
+    logprobs: bool = Field(
+        False,
+        description="Ask the server for the log-probability of each answer token and report how sure the "
+        "model was of the answer that decided a step, exp(mean token log-probability), as info['confidence'] "
+        "(None on steps no request answered, and from a server that sends no log-probabilities).",
+    )
     extra_body: dict[str, Any] = Field(
         default_factory=dict, description="Extra request fields for the server."
     )

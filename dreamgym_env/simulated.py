@@ -228,6 +228,7 @@ def _timing_info(prediction: Prediction, retrieve_s: float, total_s: float, sett
         "usage": completion.usage() if completion else {},
         "attempts": prediction.attempts,
         "answered_by": prediction.answered_by,
+        "confidence": prediction.confidence,
         "setting": setting,
         "timing": {
             "total_s": total_s,

@@ -272,3 +272,22 @@ def test_state_answers_go_to_the_server_as_plain_text_requests(make_env):
         if terminated or truncated:
             break
     env.close()
+
+
+def test_logprobs_give_a_model_step_a_confidence(make_env):
+    """vLLM's server sends each answer token's log-probability, under structured decoding too; the step
+    reports their mean as a probability."""
+    env = make_env(
+        "DreamGym/TextWorld-v0", logprobs=True, answer_format="state", guided_answers=True, top_k=0,
+        on_invalid_output="fail_state", parse_retries=2, max_admissible_actions=16,
+    )  # fmt: skip
+    _, info = env.reset(seed=0)
+    *_, info = env.step("look")  # the domain's rules answer it
+    assert info["answered_by"] == "rule" and info["confidence"] is None
+    # The first seed task's garage holds a closed locker: the model writes what opening it shows, in the
+    # form the domain gives (a pattern the server decodes to, so the answer always parses).
+    assert "open shiny locker" in info["admissible_actions"]
+    *_, info = env.step("open shiny locker")
+    assert info["answered_by"] == "model" and info.get("model_error") is None, info.get("model_error")
+    assert 0 < info["confidence"] <= 1
+    env.close()

@@ -74,6 +74,19 @@ class Prediction:
     completions: list[Completion] = field(default_factory=list)
     answered_by: AnsweredBy = "model"
 
+    @property
+    def confidence(self) -> float | None:
+        """How sure the model was of the answer that decided the step: ``exp(mean token log-probability)``.
+
+        In (0, 1], for a step the model answered or chose (:data:`MODEL_ANSWERS`) whose answer was
+        kept (after parse retries, the last one), with :attr:`BackendConfig.logprobs` on and a server
+        that sends log-probabilities; ``None`` otherwise (a step the rules, a replay or the memo
+        answered sent no request; an unparsable answer decided nothing). ``info["confidence"]``.
+        """
+        if self.output is None or self.completion is None or self.answered_by not in MODEL_ANSWERS:
+            return None
+        return self.completion.confidence()
+
 
 class ExperienceModel:
     """Builds transition prompts for a domain and turns answers into validated predictions.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
@@ -66,7 +67,11 @@ class CompletionRequest:
 
 @dataclass
 class Completion:
-    """The model's raw answer and what it cost."""
+    """The model's raw answer and what it cost.
+
+    ``mean_logprob`` is the mean log-probability of the answer's tokens, where the backend was asked
+    for it (:attr:`BackendConfig.logprobs`) and the server sent it; ``None`` otherwise.
+    """
 
     text: str
     prompt_tokens: int | None = None
@@ -75,6 +80,7 @@ class Completion:
     latency_s: float = 0.0
     endpoint: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    mean_logprob: float | None = None
 
     def usage(self) -> dict[str, Any]:
         """Token usage in the shape ``info["usage"]`` reports."""
@@ -83,6 +89,10 @@ class Completion:
             "completion_tokens": self.completion_tokens,
             "cached_tokens": self.cached_tokens,
         }
+
+    def confidence(self) -> float | None:
+        """``exp(mean_logprob)``, the geometric mean of the answer's token probabilities, in (0, 1]; else ``None``."""
+        return None if self.mean_logprob is None else math.exp(self.mean_logprob)
 
 
 class Backend(ABC):

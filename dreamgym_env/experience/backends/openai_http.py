@@ -32,6 +32,7 @@ import asyncio
 import email.utils
 import itertools
 import logging
+import math
 import os
 import threading
 import time
@@ -194,6 +195,8 @@ class OpenAIBackend(Backend):
             kwargs["structured_outputs"] = {"regex": request.pattern}
         if cfg.send_seed and request.seed is not None:
             kwargs["seed"] = request.seed
+        if cfg.logprobs:  # each answer token's log-probability, for Completion.mean_logprob
+            kwargs["logprobs"] = True
         if cfg.extra_body:
             kwargs.update(cfg.extra_body)
         return kwargs
@@ -336,7 +339,7 @@ class OpenAIBackend(Backend):
         if rejected is not None:
             raise rejected
         try:
-            return _to_completion(response, time.perf_counter() - start, url)
+            return _to_completion(response, time.perf_counter() - start, url, logprobs=self.config.logprobs)
         except InvalidResponseError:
             self.health.failed(index)
             raise
@@ -381,11 +384,12 @@ def _snippet(value: Any) -> str:
     return repr(value)[:120]
 
 
-def _to_completion(response: Any, latency: float, url: str) -> Completion:
+def _to_completion(response: Any, latency: float, url: str, *, logprobs: bool = False) -> Completion:
     """The completion in ``response`` (the decoded JSON body), or :class:`InvalidResponseError` naming what is missing.
 
     A proxy's HTML page arrives here as a string, and JSON of another shape as a dict without
-    ``choices``.
+    ``choices``. With ``logprobs`` (:attr:`BackendConfig.logprobs`), the answer's mean token
+    log-probability is read too; without, any the server sent unasked are left alone.
     """
 
     def invalid(what: str) -> InvalidResponseError:
@@ -414,4 +418,23 @@ def _to_completion(response: Any, latency: float, url: str) -> Completion:
         latency_s=latency,
         endpoint=url,
         extra={"finish_reason": choices[0].get("finish_reason")},
+        mean_logprob=_mean_logprob(choices[0].get("logprobs")) if logprobs else None,
     )
+
+
+def _mean_logprob(logprobs: Any) -> float | None:
+    """The mean of a choice's token log-probabilities (``logprobs.content[i].logprob``), or ``None``.
+
+    ``None`` where the server sent none (not asked, or a server that ignores ``logprobs``) or sent them
+    in another shape: a missing diagnostic does not fail the step.
+    """
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list) or not content:
+        return None
+    values: list[float] = []
+    for token in content:
+        value = token.get("logprob") if isinstance(token, dict) else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return None
+        values.append(value)
+    return min(0.0, math.fsum(values) / len(values))

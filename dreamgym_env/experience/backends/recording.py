@@ -24,7 +24,7 @@ finish reason and time.
 Replayed completions report their own (near-zero) latency by default, so ``info["timing"]`` stays a
 truthful measurement of the run that produced it; ``restore_latency=True`` reports the recorded
 latency instead (e.g. to replay a throughput analysis). Everything else the env reports (observation,
-reward, flags, reasoning, usage) is identical to the recorded run.
+reward, flags, reasoning, usage, confidence) is identical to the recorded run.
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ PathLike = str | os.PathLike[str]
 
 KEY_VERSION = 1
 _MODES = ("record", "replay", "replay_or_record")
+# Where a call's Completion.mean_logprob is stored: among its extras (the calls table has no column for it).
+_MEAN_LOGPROB = "mean_logprob"
 
 
 def _canonical(value: Any) -> str:
@@ -238,7 +240,9 @@ class RecordingBackend(Backend):
 
     def _row(self, key: str, occurrence: int, fields: dict[str, Any], completion: Completion) -> CallRow:
         """The row that records ``completion`` as ``occurrence`` of ``key``."""
-        extra = {k: v for k, v in completion.extra.items() if k != "recording"}
+        extra = {k: v for k, v in completion.extra.items() if k not in ("recording", _MEAN_LOGPROB)}
+        if completion.mean_logprob is not None:  # kept beside the extras, so the stored calls keep their form
+            extra[_MEAN_LOGPROB] = completion.mean_logprob
         try:
             extra_json = _canonical(extra)
         except (TypeError, ValueError):
@@ -349,6 +353,7 @@ class RecordingBackend(Backend):
 
     def _from_row(self, row: CallRow, elapsed: float) -> Completion:
         extra = json.loads(row.extra)
+        mean_logprob = extra.pop(_MEAN_LOGPROB, None)
         extra["recording"] = {
             "key": row.key,
             "occurrence": row.occurrence,
@@ -363,6 +368,7 @@ class RecordingBackend(Backend):
             latency_s=row.latency_s if self.restore_latency else elapsed,
             endpoint=row.endpoint,
             extra=extra,
+            mean_logprob=mean_logprob,
         )
 
     def _miss(
@@ -427,6 +433,7 @@ def read_recording(path: PathLike) -> Iterator[RecordedCall]:
         StoreError: the file is missing or not a recording.
     """
     for row in read_calls(Path(path)):
+        extra = json.loads(row.extra)
         completion = Completion(
             row.text,
             row.prompt_tokens,
@@ -434,7 +441,8 @@ def read_recording(path: PathLike) -> Iterator[RecordedCall]:
             row.cached_tokens,
             row.latency_s,
             row.endpoint,
-            json.loads(row.extra),
+            extra,
+            mean_logprob=extra.pop(_MEAN_LOGPROB, None),
         )
         yield RecordedCall(row.key, row.occurrence, json.loads(row.request), completion, row.recorded_at)
 

@@ -13,6 +13,7 @@ script), the CPU worker can fail to start. Scripts using this backend need an
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import threading
 import time
@@ -43,6 +44,7 @@ class VLLMEngineBackend(Backend):
         temperature, top_p, max_tokens: Sampling settings, as for the HTTP backend.
         batch_window_s: How long the first request of a batch waits for others to join.
         send_seed: Use each request's seed for sampling (see ``BackendConfig.send_seed``).
+        logprobs: Report each answer's mean token log-probability (see ``BackendConfig.logprobs``).
         engine_kwargs: Passed to ``vllm.LLM`` (``max_model_len``, ``dtype``, ``tensor_parallel_size``...);
             ``block_size`` defaults to the servers'
             (:data:`~dreamgym_env.experience.backends.vllm_settings.PREFIX_BLOCK_SIZE`).
@@ -57,6 +59,7 @@ class VLLMEngineBackend(Backend):
         max_tokens: int = 1024,
         batch_window_s: float = 0.002,
         send_seed: bool = False,
+        logprobs: bool = False,
         **engine_kwargs: Any,
     ) -> None:
         if not model:
@@ -67,6 +70,7 @@ class VLLMEngineBackend(Backend):
         self.max_tokens = max_tokens
         self.batch_window_s = batch_window_s
         self.send_seed = send_seed
+        self.logprobs = logprobs
         self.engine_kwargs = engine_kwargs
         self._llm: Any = None
         self._engine_lock = threading.Lock()
@@ -82,6 +86,7 @@ class VLLMEngineBackend(Backend):
             top_p=config.top_p,
             max_tokens=config.max_tokens,
             send_seed=config.send_seed,
+            logprobs=config.logprobs,
             **config.extra_body,
         )
 
@@ -175,6 +180,7 @@ class VLLMEngineBackend(Backend):
                     top_p=self.top_p,
                     max_tokens=self.max_tokens,
                     seed=r.seed if self.send_seed else None,
+                    logprobs=0 if self.logprobs else None,  # 0: the sampled token's alone
                     structured_outputs=StructuredOutputsParams(choice=list(r.choices))
                     if r.choices is not None
                     else StructuredOutputsParams(regex=r.pattern)
@@ -205,6 +211,16 @@ class VLLMEngineBackend(Backend):
                     latency_s=latency,
                     endpoint="in-process",
                     extra={"finish_reason": generated.finish_reason},
+                    mean_logprob=_mean_logprob(generated),
                 )
             )
         return completions
+
+
+def _mean_logprob(generated: Any) -> float | None:
+    """The mean log-probability of a generated answer's tokens; ``None`` where none was asked for (or generated)."""
+    total = getattr(generated, "cumulative_logprob", None)
+    count = len(generated.token_ids)
+    if total is None or not count or not math.isfinite(total):
+        return None
+    return min(0.0, total / count)
