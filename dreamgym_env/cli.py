@@ -38,6 +38,7 @@ def _cmd_envs(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    from dreamgym_env.domains import get_domain
     from dreamgym_env.errors import ConfigError
     from dreamgym_env.serving import serve_smoke_model
     from dreamgym_env.serving.shipped import SHIPPED_MODELS, recommended_env_kwargs, serve_shipped_model
@@ -66,10 +67,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     elif args.model:
         server = serve_shipped_model(args.model, port=args.port)
         kwargs = ", ".join(f"{k}={v!r}" for k, v in recommended_env_kwargs(args.model).items())
+        env_id = get_domain(SHIPPED_MODELS[args.model].domain).env_id
         print(
             f"{SHIPPED_MODELS[args.model]} serving at {server.base_url} as {server.model!r}; started in "
             f"{server.startup_seconds:.1f}s.\n"
-            f'gymnasium.make("DreamGym/TextWorld-v0", base_url="{server.base_url}", {kwargs})',
+            f'gymnasium.make("{env_id}", base_url="{server.base_url}", {kwargs})',
             flush=True,
         )
     else:
