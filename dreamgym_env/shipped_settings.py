@@ -41,6 +41,12 @@ SHIPPED_MODELS: dict[str, ShippedModel] = {
         domain="textworld",
         rebuild="scripts/build_textworld_model.sh",
     ),
+    "textworld-learned": ShippedModel(
+        "TextWorld experience model, learned setting (a LoRA adapter on SmolLM2-135M-Instruct, trained on "
+        "real games without their layout or goal: it invents what the episode has not shown)",
+        domain="textworld",
+        rebuild="SETTING=learned scripts/build_textworld_model.sh",
+    ),
 }
 """Name -> the shipped model."""
 

@@ -22,12 +22,14 @@
 #   (all 30 layers, JSON answers: the model shipped before) score a comparison row instead of shipping.
 #   SETTING=learned trains on learned-setting prompts (no layout or goal of the game, demonstrations of other
 #   games, the layout the episode showed itself: `build-sft --setting learned`) into its own SFT and model
-#   folders, packages the model into $OUT/package-learned and scores it in both settings, guided answers on,
-#   with benchmarks/bench_fidelity_settings.py (docs/results/fidelity_textworld_guided_learned.json).
+#   folders on a 450-step schedule, packages the model as the shipped textworld-learned
+#   (dreamgym_env/models/textworld-learned) and scores it in both settings, guided answers on, with
+#   benchmarks/bench_fidelity_settings.py (docs/results/fidelity_textworld_families.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=${OUT:-runs/textworld_model}
+SETTING=${SETTING:-privileged}
 SHIPPED_BASE=smollm2-135m-instruct-6l
 # A PyPI-built base (LoRA): six of SmolLM2-135M's 30 layers (smollm2-135m-instruct-6l, shipped), all of
 # them (smollm2-135m-instruct), gemma3-270m; or "scratch" (a small Llama from scratch).
@@ -42,6 +44,8 @@ if [ "$BASE" = scratch ]; then
 elif [ "$BASE" = smollm2-135m-instruct-6l ]; then
     # Six of SmolLM2's 30 layers: a LoRA of rank 64 to heal the cut (a step costs about a quarter). The
     # shipped model trained on a 2,000-step schedule, then resumed on a 3,000-step one (SCHEDULES).
+    # The shipped textworld-learned: a 450-step schedule cut at step 300 (one sitting of its build).
+    if [ "$SETTING" = learned ]; then SCHEDULES=${SCHEDULES:-${STEPS:-450}}; STOP_AT=${STOP_AT:-300}; fi
     SCHEDULES=${SCHEDULES:-${STEPS:-2000 3000}}; BATCH=${BATCH:-8}; MODEL_DIR="$OUT/$BASE"
     TRAIN=(--base-model "$BASE" --lora --lora-r 64 --lora-alpha 128 --lr 1e-3 --max-length 1024
         --save-steps "${SAVE_STEPS:-25}")
@@ -80,7 +84,6 @@ fi
 stamp "2/4 SFT data"
 # One folder per answer format; scoring reads the scored model's own (the held-out split is the same in each).
 SFT="$OUT/sft"; [ "$ANSWER_FORMAT" = json ] || SFT="$OUT/sft-$ANSWER_FORMAT"
-SETTING=${SETTING:-privileged}
 if [ "$SETTING" = learned ]; then SFT="$SFT-learned"; MODEL_DIR="$MODEL_DIR-learned"; fi
 [ -f "$SFT/manifest.json" ] || "${DREAMGYM[@]}" build-sft --buffer "$OUT/buffer.sqlite" --out "$SFT" --history-window "$HISTORY_WINDOW" \
     --top-k "$TOP_K" --heldout-tasks "$OUT/heldout_tasks.txt" --eval-episodes-per-task 1 \
@@ -105,11 +108,12 @@ for STEPS in $SCHEDULES; do  # each schedule resumes the last one's newest check
     fi
 done
 
-if [ "$SETTING" = learned ]; then  # packaged beside the run and scored in both settings, not shipped
-    stamp "4/4 packaging into $OUT/package-learned and scoring in both settings"
-    "$PYTHON" scripts/package_textworld_model.py --run "$OUT" --dest "$OUT/package-learned" --model "$MODEL_DIR"
-    [ -n "${SKIP_EVAL:-}" ] || "$PYTHON" benchmarks/bench_fidelity_settings.py --model-dir "$OUT/package-learned" \
-        --guided-answers --out docs/results/fidelity_textworld_guided_learned.json
+if [ "$SETTING" = learned ]; then  # shipped as textworld-learned, scored in both settings
+    LEARNED_DEST=dreamgym_env/models/textworld-learned
+    stamp "4/4 packaging into $LEARNED_DEST and scoring in both settings"
+    "$PYTHON" scripts/package_textworld_model.py --run "$OUT" --dest "$LEARNED_DEST" --model "$MODEL_DIR"
+    [ -n "${SKIP_EVAL:-}" ] || "$PYTHON" benchmarks/bench_fidelity_settings.py --model-dir "$LEARNED_DEST" \
+        --guided-answers --runs 3 --random-episodes 8 --out docs/results/fidelity_textworld_families.json
     stamp "done"
     exit 0
 fi

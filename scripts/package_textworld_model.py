@@ -30,6 +30,7 @@ from typing import Any
 from dreamgym_env.real.textworld_suite import build_suite
 from dreamgym_env.serving import cpu_dtype
 from dreamgym_env.serving.shipped import (
+    SHIPPED_MODELS,
     answer_budget,
     recorded_answer_format,
     weights_checksum,
@@ -88,14 +89,15 @@ def package(run: Path, dest: Path, model: Path) -> dict[str, Any]:
     training["config"]["data_dir"] = f"<run>/{sft_folder.name}"
     training["config"]["output_dir"] = f"<run>/{model.name}"
     training["result"]["output_dir"] = f"<run>/{model.name}"
-    training["result"]["serve_hint"] = "dreamgym serve --model textworld"
+    name = "textworld-learned" if _setting(training) == "learned" else "textworld"
+    training["result"]["serve_hint"] = f"dreamgym serve --model {name}"
     (dest / "dreamgym_training.json").write_text(json.dumps(training, indent=1) + "\n", encoding="utf-8")
     sft = json.loads((sft_folder / "manifest.json").read_text(encoding="utf-8"))
     suite = json.loads((run / "suite" / "suite.json").read_text(encoding="utf-8"))
     manifest = {
-        "name": "textworld",
+        "name": name,
         "setting": _setting(training),
-        "rebuild": "scripts/build_textworld_model.sh",
+        "rebuild": SHIPPED_MODELS[name].rebuild,
         "data": {
             "suite_seed": suite["seed"],
             "train_games": sum(g["split"] == "train" for g in suite["games"]),

@@ -34,7 +34,7 @@ from dreamgym_env.serving.shipped import (
 
 
 def test_unknown_shipped_model_names_the_available_ones():
-    with pytest.raises(ConfigError, match=r"available: \['textworld'\]"):
+    with pytest.raises(ConfigError, match=r"available: \['textworld', 'textworld-learned'\]"):
         shipped_model_dir("webshop-9000")
 
 
@@ -65,6 +65,25 @@ def test_env_settings_come_from_the_training_record():
     assert answer_format("textworld") == settings.get("answer_format", "json")
     assert recommended_env_kwargs("textworld")["answer_format"] == answer_format("textworld")
     assert answer_format("someone-elses-model") == "json"
+
+
+def test_the_learned_model_is_played_in_the_setting_it_was_trained_in():
+    folder = shipped_model_dir("textworld-learned")
+    settings = json.loads((folder / "dreamgym_training.json").read_text())["env_settings"]
+    assert settings["setting"] == "learned"
+    kwargs = recommended_env_kwargs("textworld-learned")
+    assert kwargs["setting"] == "learned" and kwargs["guided_answers"] is True
+    assert "setting" not in recommended_env_kwargs("textworld")  # privileged, the config's default
+    config = merge_overrides(None, {"model": "textworld-learned", "base_url": "http://127.0.0.1:1/v1"})
+    assert config.setting == "learned" and config.guided_answers
+
+
+def test_a_missing_learned_model_names_its_rebuild_command(monkeypatch, tmp_path):
+    from dreamgym_env import shipped_settings
+
+    monkeypatch.setattr(shipped_settings, "_ROOT", tmp_path)
+    with pytest.raises(ConfigError, match="SETTING=learned scripts/build_textworld_model.sh"):
+        shipped_model_dir("textworld-learned")
 
 
 def test_a_shipped_model_answering_plain_states_gets_a_shorter_answer_budget(monkeypatch):
