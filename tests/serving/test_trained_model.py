@@ -16,6 +16,7 @@ import pytest
 from dreamgym_env.cli import main
 from dreamgym_env.config import merge_overrides
 from dreamgym_env.serving import SMOKE_SERVER_ARGS, cpu_dtype
+from dreamgym_env.serving.shipped import SHIPPED_MODELS
 
 ENV_SETTINGS = {
     "domain": "alfworld",
@@ -176,7 +177,8 @@ def _one_line_error(capsys) -> str:
     [
         (
             lambda d: d / "missing",
-            "is neither a model folder (there is no such path) nor a shipped model (textworld)",
+            "is neither a model folder (there is no such path) nor a shipped model "
+            f"({', '.join(sorted(SHIPPED_MODELS))})",
         ),
         (lambda d: d, "is not a model folder (it holds data.jsonl)"),
         (lambda d: d / "data.jsonl", "is not a folder"),
