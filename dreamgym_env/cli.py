@@ -184,8 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=path,
         metavar="PATH|NAME",
         help="A model folder `dreamgym train` wrote (full weights, or a LoRA adapter: merged into its base "
-        "once, cached), or a model shipped with the package (textworld); a model folder of a shipped "
-        "model's name is served as the folder.",
+        "once, cached), or a model shipped with the package (textworld, textworld-learned); a model folder "
+        "of a shipped model's name is served as the folder.",
     )
     serve.add_argument("--port", type=bounded_int(1, 65535), default=8000)
     serve.add_argument(

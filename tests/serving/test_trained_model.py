@@ -220,3 +220,11 @@ def test_incomplete_folders_and_misplaced_options_are_refused_before_anything_st
     assert main(["serve", "--model", "textworld", "--base", "b", "--dtype", "auto"]) == 1
     assert "not to the shipped model 'textworld'" in _one_line_error(capsys)
     assert vllm_starts == []
+
+
+def test_serve_help_names_every_shipped_model(capsys):
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name in SHIPPED_MODELS:
+        assert name in text, name
