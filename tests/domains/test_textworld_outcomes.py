@@ -7,6 +7,7 @@ import re
 import pytest
 
 from dreamgym_env.domains.textworld.outcomes import step_outcomes, step_pattern
+from dreamgym_env.domains.textworld.plan import Reveal
 from dreamgym_env.domains.textworld.state import complete_state
 
 KITCHEN = "\n".join(
@@ -121,10 +122,40 @@ def test_no_list_for_a_prose_state_or_an_unmodelled_command() -> None:
 def test_a_move_into_an_unknown_room_must_have_the_way_back() -> None:
     pattern = step_pattern(KITCHEN, "go east", "")
     assert pattern is not None
-    assert re.fullmatch(pattern, "Done.\nRoom: hall\nExits: north, west (oak door: open)\nHere: rug")
+    assert re.fullmatch(pattern, "Done.\nRoom: hall\nExits: north (oak door: closed), west\nHere: rug")
     assert re.fullmatch(pattern, "You won.\nRoom: hall\nExits: west\nHere: nothing")
     assert not re.fullmatch(pattern, "Done.\nRoom: hall\nExits: north\nHere: rug")  # no way back
+    # The way in had no door: nor has the way back.
+    assert not re.fullmatch(pattern, "Done.\nRoom: hall\nExits: north, west (oak door: open)\nHere: rug")
+    assert not re.fullmatch(pattern, "Done.\nRoom: hall.\nExits: west\nHere: rug")  # no dot in a name
     assert not re.fullmatch(pattern, "Nothing happens.")  # the exit is open: the move succeeds
+
+
+def test_the_way_back_is_the_door_the_move_went_through() -> None:
+    porch = "Done.\nRoom: porch\nExits: east (screen door: open), west\nHere: nothing\nCarrying: nothing"
+    pattern = step_pattern(porch, "go east", "")
+    assert pattern is not None
+    assert re.fullmatch(pattern, "Done.\nRoom: yard\nExits: south, west (screen door: open)\nHere: bbq")
+    assert not re.fullmatch(pattern, "Done.\nRoom: yard\nExits: south, west\nHere: bbq")
+    assert not re.fullmatch(pattern, "Done.\nRoom: yard\nExits: west (wooden door: open)\nHere: bbq")
+    assert not re.fullmatch(pattern, "Done.\nRoom: yard\nExits: west (screen door: closed)\nHere: bbq")
+    # One door joins two rooms through one exit of each.
+    assert not re.fullmatch(
+        pattern, "Done.\nRoom: yard\nExits: east (screen door: open), west (screen door: open)\nHere: bbq"
+    )
+    assert re.fullmatch(
+        pattern, "Done.\nRoom: yard\nExits: east (gate: closed), west (screen door: open)\nHere: bbq"
+    )
+
+
+def test_a_new_room_lists_nothing_the_instruction_places_in_another_room() -> None:
+    den = "Done.\nRoom: den\nExits: east\nHere: nothing\nCarrying: nothing"
+    pattern = step_pattern(den, "go east", "", reveal=Reveal(elsewhere=frozenset({"coin"})))
+    assert pattern is not None
+    assert re.fullmatch(pattern, "Done.\nRoom: hall\nExits: west\nHere: nothing")
+    assert re.fullmatch(pattern, "Done.\nRoom: hall\nExits: west\nHere: rug")
+    assert not re.fullmatch(pattern, "Done.\nRoom: hall\nExits: west\nHere: coin")
+    assert not re.fullmatch(pattern, "Done.\nRoom: hall\nExits: west\nHere: rug, coin")
 
 
 def test_opening_an_unknown_container_changes_only_its_listing() -> None:

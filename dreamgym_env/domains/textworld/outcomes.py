@@ -253,8 +253,9 @@ def step_outcomes(
     ]
 
 
-_NAME = r"[^\n(),:]{1,40}"
-"""A room's or a thing's name."""
+_NAME = r"[^\n(),:. ]([^\n(),:.]{0,38}[^\n(),:. ])?"
+"""A room's or a thing's name: no full stop, as TextWorld's have none, and no space at either end,
+which a reader strips (a model that writes ``salon.`` or ``salon `` has named a room ``salon`` again)."""
 _LISTING = r"[^\n]{1,240}"
 """A line of things, bounded: an answer that runs on is cut by the pattern, not by ``max_tokens``."""
 _ENDING = "(" + "|".join(re.escape(result) for result in ENDINGS) + ")"
@@ -282,23 +283,39 @@ def _name_except(names: frozenset[str], *, starting: bool = False, limit: int = 
             node = node.setdefault(char, {})
         node[""] = {}  # a name ends here
 
-    def branch(node: dict[str, Any], depth: int) -> str:
+    def tail(room: int) -> str:
+        """Up to ``room`` more characters, the last no space."""
+        return rf"([^\n(),:.]{{0,{room - 1}}}[^\n(),:. ])?" if room > 0 else ""
+
+    def branch(node: dict[str, Any], depth: int, last: str) -> str:
         followers = sorted(c for c in node if c)
         options = [
-            re.escape(c) + branch(node[c], depth + 1)
+            re.escape(c) + branch(node[c], depth + 1, c)
             for c in followers
             if not (starting and "" in node[c])  # a name ends there: nothing may start with it
         ]
-        options.append(f"[^\\n(),:{_class_escape(''.join(followers))}][^\\n(),:]{{0,{limit - depth - 1}}}")
-        # Stopping here is one more option, written as "?": vLLM's regex grammar rejects "(|...)".
-        return "(" + "|".join(options) + (")" if depth == 0 or "" in node else ")?")
+        room = limit - depth - 1
+        options.append(f"[^\\n(),:. {_class_escape(''.join(followers))}]{tail(room)}")
+        if depth and " " not in followers and room > 0:  # a space, and then more than spaces
+            options.append(rf" [^\n(),:.]{{0,{room - 1}}}[^\n(),:. ]")
+        # Stopping here is one more option, written as "?": vLLM's regex grammar rejects "(|...)". Not
+        # where a name ends, nor after a space.
+        may_stop = depth and "" not in node and last != " "
+        return "(" + "|".join(options) + (")?" if may_stop else ")")
 
-    return branch(tree, 0) if names else _NAME
+    return branch(tree, 0, "") if names else _NAME
 
 
-def _door(need: tuple[str, str] | None) -> str:
+def _door(need: tuple[str, str] | None, taken: frozenset[str] = frozenset()) -> str:
+    """An exit's door as ``need`` has it: any door or none (``None``), no door (``("", "")``), or this one.
+
+    Any door is named as none of ``taken``, the doors of the room's other exits (a door joins two rooms,
+    through one exit of each).
+    """
+    if need == ("", ""):
+        return ""
     if need is None:
-        return rf"( \({_NAME}: (open|closed|locked)\))?"
+        return rf"( \({_name_except(taken)}: (open|closed|locked)\))?"
     return re.escape(f" ({need[0]}: {need[1]})")
 
 
@@ -306,15 +323,16 @@ def _exits_with(required: dict[str, tuple[str, str] | None], extra: int | None =
     """The ``Exits`` listings that include the ``required`` directions (with their doors, when given).
 
     Each direction once, in TextWorld's order; up to ``extra`` other directions (any, when ``None``)
-    may be listed, with a door or not.
+    may be listed, with a door (none of the required ones) or not.
     """
+    taken = frozenset(need[0] for need in required.values() if need is not None and need[0])
     others = [d for d in _DIRECTIONS if d not in required]
     listings = []
     for mask in range(2 ** len(others)):
         if extra is not None and mask.bit_count() > extra:
             continue
         chosen = {d for i, d in enumerate(others) if mask >> i & 1} | set(required)
-        listings.append(", ".join(f"{d}{_door(required.get(d))}" for d in _DIRECTIONS if d in chosen))
+        listings.append(", ".join(f"{d}{_door(required.get(d), taken)}" for d in _DIRECTIONS if d in chosen))
     return "(" + "|".join(listings) + ")"
 
 
@@ -334,8 +352,10 @@ def _listing_with(
     """
     name = _name_except(frozenset({"nothing", *needed, *besides}), starting=True)
     other = name if inner else rf"{name}( \({_INNER}\))?"
-    if not needed:  # what a container shows when opened: a thing or two; a room's things run freer
-        return f"{other}(, {other})?" if inner else _LISTING
+    if not needed and inner:  # what a container shows when opened: a thing or two
+        return f"{other}(, {other})?"
+    if not needed:  # a room's things run freer, but name none of ``besides``
+        return f"(nothing|{other}(, {other}){{0,7}})" if besides else _LISTING
     return ", ".join(needed.values()) + f"(, {other}){{0,{1 if inner else 2}}}"
 
 
@@ -361,15 +381,20 @@ def _thing(name: str, need: ThingNeed) -> str:
     return f"({container}|{supporter})"
 
 
-def _room(back: str, reveal: Reveal) -> str:
-    """A new room's lines: its name, exits and things as ``reveal`` needs them (only the way back, when none)."""
+def _room(back: str, door: tuple[str, str], reveal: Reveal) -> str:
+    """A new room's lines: its name, exits and things as ``reveal`` needs them (only the way back, when none).
+
+    The way back is the exit the move went through, seen from the other side: ``door`` (its name and
+    state, ``("", "")`` for none), as one door joins two rooms in TextWorld. Things the instruction
+    places in another room (``reveal.elsewhere``) are not listed here.
+    """
     needs = reveal.room or RoomNeeds()
     name = re.escape(needs.name) if needs.name else _name_except(reveal.avoid)
-    exits = {**needs.exits, back: needs.exits.get(back)}
+    exits = {**needs.exits, back: door}
     things = {thing: _thing(thing, needs.things[thing]) for thing in sorted(needs.things)}
     held = frozenset(h for need in needs.things.values() for h in need.holds)
     listed = _exits_with(exits, reveal.extra_exits)
-    return rf"Room: {name}\nExits: {listed}\nHere: {_listing_with(things, held)}"
+    return rf"Room: {name}\nExits: {listed}\nHere: {_listing_with(things, held | (reveal.elsewhere - set(things)))}"
 
 
 def step_pattern(
@@ -402,10 +427,12 @@ def step_pattern(
         return None
     reveal = reveal or Reveal()
     if action.startswith("go "):
-        back = _OPPOSITE.get(action[3:])
+        way = action[3:]
+        back = _OPPOSITE.get(way)
         if back is None:
             return None
-        return rf"{_ENDING}\n{_room(back, reveal)}"
+        door = next(((n, s) for d, n, s in exits_of(parsed.lines["Exits"]) if d == way), ("", ""))
+        return rf"{_ENDING}\n{_room(back, door, reveal)}"
     if action.startswith("open "):
         name = action[len("open ") :]
         for key in ("Here", "Carrying"):

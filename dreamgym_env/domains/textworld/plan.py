@@ -105,13 +105,15 @@ class Reveal:
     ``avoid`` are the names a new room must not take: rooms the episode showed, and rooms the
     instruction places elsewhere. ``extra_exits``: how many exits a new room may list besides the ones
     it needs (the way back, the walkthrough's way on); ``None``: any number. A room off the
-    walkthrough with none is a dead end.
+    walkthrough with none is a dead end. ``elsewhere``: things the instruction places in another
+    named room, which a new room does not list (a coin "on the floor of the parlor" is in no other room).
     """
 
     room: RoomNeeds | None = None
     contents: tuple[str, ...] = ()
     avoid: frozenset[str] = frozenset()
     extra_exits: int | None = None
+    elsewhere: frozenset[str] = frozenset()
 
 
 _BEFORE = {"open": "closed", "unlocked": "locked", "closed": "open", "locked": "closed"}
@@ -235,6 +237,13 @@ def reveal_needs(
         return Reveal()
     nodes = _nodes(instruction_plan(instruction))
     named = {n.needs.name for n in nodes if n.needs.name}
+    placed = {
+        thing: node.needs.name
+        for node in nodes
+        if node.needs.name
+        for name, need in node.needs.things.items()
+        for thing in ([name] if need.kind == "object" else need.holds)
+    }
     links, _ = layout_of(world)
     found = [shown[0]]  # the walkthrough's rooms, as far as the episode has shown them
     for node in nodes[:-1]:
@@ -257,7 +266,8 @@ def reveal_needs(
         extra = _fewest(
             (1 if branches else 0) if chained else None, None if left is None else max(0, left - ways_on)
         )
-        return Reveal(room=needs, avoid=avoid - {needs.name}, extra_exits=extra)
+        elsewhere = frozenset(t for t, room in placed.items() if room != needs.name)
+        return Reveal(room=needs, avoid=avoid - {needs.name}, extra_exits=extra, elsewhere=elsewhere)
     if action.startswith("open "):
         name = action[len("open ") :]
         taken = [
@@ -267,4 +277,6 @@ def reveal_needs(
             for thing in node.needs.things.get(name, ThingNeed("")).holds
         ]
         return Reveal(contents=tuple(dict.fromkeys(taken)), avoid=avoid)
-    return Reveal(avoid=avoid, extra_exits=_fewest(0 if chained and way else None, left))
+    return Reveal(
+        avoid=avoid, extra_exits=_fewest(0 if chained and way else None, left), elsewhere=frozenset(placed)
+    )
