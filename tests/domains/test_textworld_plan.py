@@ -50,11 +50,15 @@ def test_the_walkthroughs_next_room_keeps_its_way_on_and_door() -> None:
     pattern = step_pattern(START, "go north", "", [], reveal=reveal)
     assert pattern is not None
     way_back = "south (portal: open)"  # the portal the move went through, from the other side
-    assert re.fullmatch(pattern, f"Done.\nRoom: hall\nExits: {way_back}, west (passageway: closed)\nHere: nothing")
+    assert re.fullmatch(
+        pattern, f"Done.\nRoom: hall\nExits: {way_back}, west (passageway: closed)\nHere: nothing"
+    )
     # No way on, the door left out, the way back without its portal, or a name another room has.
     assert not re.fullmatch(pattern, f"Done.\nRoom: hall\nExits: {way_back}\nHere: nothing")
     assert not re.fullmatch(pattern, f"Done.\nRoom: hall\nExits: {way_back}, west\nHere: nothing")
-    assert not re.fullmatch(pattern, "Done.\nRoom: hall\nExits: south, west (passageway: closed)\nHere: nothing")
+    assert not re.fullmatch(
+        pattern, "Done.\nRoom: hall\nExits: south, west (passageway: closed)\nHere: nothing"
+    )
     assert not re.fullmatch(
         pattern, f"Done.\nRoom: scullery\nExits: {way_back}, west (passageway: closed)\nHere: nothing"
     )
@@ -202,5 +206,14 @@ def test_the_served_grammar_reads_the_name_pattern_as_python_does() -> None:
 
     pattern = _name_except(frozenset({"salondue", "salondue?", "living room"}))
     grammar = xgrammar.Grammar.from_regex(pattern)
-    for word in ("salondue", "salondue?", "salondue ", "salondue. ", "living room", "living ", "salon", "hall 2"):
+    for word in (
+        "salondue",
+        "salondue?",
+        "salondue ",
+        "salondue. ",
+        "living room",
+        "living ",
+        "salon",
+        "hall 2",
+    ):
         assert _is_grammar_accept_string(grammar, word) is bool(re.fullmatch(pattern, word)), word
