@@ -21,6 +21,8 @@ model's own), the layout its episode showed itself kept by the env. Writes one J
 
     python benchmarks/bench_fidelity_settings.py --out docs/results/fidelity_textworld_settings.json
     python benchmarks/bench_fidelity_settings.py --base-url http://127.0.0.1:8000/v1   # a server already running
+    python benchmarks/bench_fidelity_settings.py --model textworld-learned --guided-answers \
+        --runs 3 --random-episodes 8 --out docs/results/fidelity_textworld_families.json
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from dreamgym_env.real.textworld import play_noisy_expert, tasks_from_games  # n
 from dreamgym_env.records import Task, Transition  # noqa: E402
 from dreamgym_env.rollout import Episode, EpisodeJob, RandomPolicy, aplay_on_envs  # noqa: E402
 from dreamgym_env.serving.shipped import (  # noqa: E402
+    SHIPPED_MODELS,
     recommended_env_kwargs,
     servable_folder,
     serve_shipped_model,
@@ -94,19 +97,19 @@ def family_of(task_id: str, games: dict[str, list[str]]) -> str:
 
 
 @contextlib.contextmanager
-def served(base_url: str | None, model_dir: str | None) -> Iterator[str]:
+def served(base_url: str | None, model_dir: str | None, model: str = "textworld") -> Iterator[str]:
     """The base URL of the model: ``base_url``, or a server started here for the run.
 
-    The server serves the shipped model, or the packaged model folder ``model_dir`` (a model trained
-    with the shipped one's prompt settings, e.g. in the learned setting), as the package serves its own.
+    The server serves the shipped ``model``, or the packaged model folder ``model_dir`` (a model trained
+    with its prompt settings), under the shipped model's name, as the package serves its own.
     """
     if base_url:
         yield base_url
         return
     if model_dir is None:
-        server = serve_shipped_model("textworld")
+        server = serve_shipped_model(model)
     else:
-        server = shipped_server(servable_folder(Path(model_dir), "textworld"), "textworld").start()
+        server = shipped_server(servable_folder(Path(model_dir), model), model).start()
     try:
         yield server.base_url
     finally:
@@ -148,13 +151,14 @@ def score_transitions(
     reveal_temperature: float | None = None,
     only: Sequence[str] | None = None,
     keep: Callable[[Transition], bool] | None = None,
+    model: str = "textworld",
 ) -> dict[str, Any]:
     """The model and the baselines on every real transition, in both settings (the same samples).
 
     ``only`` names the predictors to run (all by default); ``keep`` scores only the transitions it
     accepts (each still asked with its episode's whole history).
     """
-    kwargs = recommended_env_kwargs("textworld")
+    kwargs = recommended_env_kwargs(model)
     out: dict[str, Any] = {}
     for setting in SETTINGS:
         config = SFTBuildConfig(
@@ -180,7 +184,7 @@ def score_transitions(
         backend = OpenAIBackend(
             dreamgym_env.BackendConfig(
                 base_url=base_url,
-                model="textworld",
+                model=model,
                 temperature=0.0,
                 max_tokens=kwargs["max_tokens"],
                 max_concurrency=concurrency,
@@ -229,16 +233,17 @@ def sim_env(
     max_steps: int,
     guided_answers: bool,
     reveal_temperature: float | None = None,
+    model: str = "textworld",
 ) -> gym.Env:  # type: ignore[type-arg]
-    """A simulated TextWorld env of the shipped model, in ``setting``."""
+    """A simulated TextWorld env of the shipped ``model``, in ``setting``."""
     return gym.make(
         "DreamGym/TextWorld-v0",
         tasks=tasks,
         base_url=base_url,
         max_steps=max_steps,
-        setting=setting,
         **{
-            **recommended_env_kwargs("textworld"),
+            **recommended_env_kwargs(model),
+            "setting": setting,
             "guided_answers": guided_answers,
             "reveal_temperature": reveal_temperature,
         },
@@ -276,10 +281,11 @@ def play_dream(
     concurrency: int,
     guided_answers: bool = False,
     reveal_temperature: float | None = None,
+    model: str = "textworld",
 ) -> list[tuple[Episode, Counter[str]]]:
     """Play each job (a task; a fixed action list, or None for random admissible commands; a seed) in the dream."""
     envs = [
-        sim_env(base_url, tasks, setting, max_steps, guided_answers, reveal_temperature).unwrapped
+        sim_env(base_url, tasks, setting, max_steps, guided_answers, reveal_temperature, model).unwrapped
         for _ in range(concurrency)
     ]
     answered: list[Counter[str]] = [Counter() for _ in jobs]
@@ -544,7 +550,14 @@ def play_settings(
     """
     by_id = {t.task_id: t for t in tasks}
     transitions = score_transitions(
-        base_url, real, demos, games, args.concurrency, args.guided_answers, args.reveal_temperature
+        base_url,
+        real,
+        demos,
+        games,
+        args.concurrency,
+        args.guided_answers,
+        args.reveal_temperature,
+        model=args.model,
     )
     takes = score_transitions(
         base_url,
@@ -556,6 +569,7 @@ def play_settings(
         args.reveal_temperature,
         only=("model", "first-success"),
         keep=worked_take,
+        model=args.model,
     )
     settings: dict[str, Any] = {}
     for setting in SETTINGS:
@@ -569,6 +583,7 @@ def play_settings(
             args.concurrency,
             args.guided_answers,
             args.reveal_temperature,
+            args.model,
         )
         random_jobs = [
             (by_id[tid], None, episode_seed(i, e))
@@ -584,6 +599,7 @@ def play_settings(
             args.concurrency,
             args.guided_answers,
             args.reveal_temperature,
+            args.model,
         )
         real_of = [real_random[tid][e] for tid in real_random for e in range(args.random_episodes)]
         per_family: dict[str, Any] = {}
@@ -637,6 +653,12 @@ def main() -> int:
     parser.add_argument("--games-dir", default=str(ROOT / "runs" / "unseen_games"))
     parser.add_argument("--base-url", help="A served model (default: serve it here).")
     parser.add_argument(
+        "--model",
+        default="textworld",
+        choices=sorted(SHIPPED_MODELS),
+        help="The shipped model to serve and score (its prompt settings, demonstrations and served name).",
+    )
+    parser.add_argument(
         "--model-dir",
         help="A packaged model folder to serve and score instead of the shipped one "
         "(scripts/package_textworld_model.py), trained with the shipped model's prompt settings.",
@@ -677,7 +699,7 @@ def main() -> int:
     )
     from dreamgym_env.serving.shipped import shipped_demonstrations
 
-    demo_buffer = shipped_demonstrations("textworld")
+    demo_buffer = shipped_demonstrations(args.model)
     demos = [t for t in demo_buffer.iter_transitions()] if demo_buffer is not None else []
     tasks = tasks_from_games(paths)
     walkthroughs = {
@@ -701,9 +723,9 @@ def main() -> int:
     ]
     result: dict[str, Any] = {
         "commit": commit,
-        "model": "textworld",
-        "model_dir": args.model_dir or "dreamgym_env/models/textworld",
-        "weights_sha256": weights_checksum(args.model_dir or shipped_model_dir("textworld")),
+        "model": args.model,
+        "model_dir": args.model_dir or f"dreamgym_env/models/{args.model}",
+        "weights_sha256": weights_checksum(args.model_dir or shipped_model_dir(args.model)),
         "games": {f: [Path(p).name for p in ps] for f, ps in games.items()},
         "real_transitions": len(real),
         "random_real_transitions": len(random_real),
@@ -711,7 +733,7 @@ def main() -> int:
         "reveal_temperature": args.reveal_temperature,
         "settings": {},
     }
-    with served(args.base_url, args.model_dir) as base_url:
+    with served(args.base_url, args.model_dir, args.model) as base_url:
         runs = []
         for run in range(args.runs):
             print(f"run {run + 1} of {args.runs}", flush=True)

@@ -112,7 +112,7 @@ if [ "$SETTING" = learned ]; then  # shipped as textworld-learned, scored in bot
     LEARNED_DEST=dreamgym_env/models/textworld-learned
     stamp "4/4 packaging into $LEARNED_DEST and scoring in both settings"
     "$PYTHON" scripts/package_textworld_model.py --run "$OUT" --dest "$LEARNED_DEST" --model "$MODEL_DIR"
-    [ -n "${SKIP_EVAL:-}" ] || "$PYTHON" benchmarks/bench_fidelity_settings.py --model-dir "$LEARNED_DEST" \
+    [ -n "${SKIP_EVAL:-}" ] || "$PYTHON" benchmarks/bench_fidelity_settings.py --model textworld-learned --model-dir "$LEARNED_DEST" \
         --guided-answers --runs 3 --random-episodes 8 --out docs/results/fidelity_textworld_families.json
     stamp "done"
     exit 0
