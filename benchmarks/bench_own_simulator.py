@@ -6,7 +6,8 @@ Runs the commands ``docs/own_simulator.md`` walks through, as a user types them,
    into a replay buffer;
 2. ``dreamgym build-sft``: chat SFT data, held-out tasks apart (a game's ``act_`` and ``react_``
    episodes on the same side);
-3. ``dreamgym train``: a LoRA adapter on the PyPI-built SmolLM2 base, on this machine's CPU;
+3. ``dreamgym train``: a LoRA adapter on the PyPI-built six-layer SmolLM2 base the shipped models use,
+   on this machine's CPU;
 4. ``dreamgym serve --model DIR``: the adapter merged into its base and served by vLLM;
 5. ``dreamgym eval-fidelity``: the held-out transitions asked of the served model and of the
    model-free baselines;
@@ -41,6 +42,12 @@ FIGURES = ("exact_match", "state_f1", "done_accuracy", "success_accuracy", "pars
 def dreamgym(*words: str) -> list[str]:
     """The ``dreamgym`` command of this interpreter's environment."""
     return [str(Path(sys.executable).with_name("dreamgym")), *words]
+
+
+def shown(command: list[str]) -> str:
+    """``command`` as a user types it from the project's root: ``dreamgym`` and relative paths."""
+    words = ["dreamgym", *(os.path.relpath(w, ROOT) if os.path.isabs(w) else w for w in command[1:])]
+    return shlex.join(words)
 
 
 def timed(command: list[str], log: Path) -> float:
@@ -109,6 +116,11 @@ def markdown(result: dict[str, Any]) -> str:
     lines = ["| step | command | seconds |", "|---|---|---|"]
     for name, command in result["commands"].items():
         lines.append(f"| {name} | `{command}` | {result['seconds'].get(name, '-')} |")
+    played = result["played"]
+    lines.append(
+        f"| play | {played['episodes']} random episodes in `gymnasium.make({played['env_id']!r}, ...)` "
+        f"({played['steps']} steps) | {result['seconds'].get('play', '-')} |"
+    )
     lines += [
         "",
         "| predictor | held-out transitions | state exact match | state F1 | done accuracy | success accuracy |",
@@ -127,6 +139,11 @@ def main() -> int:
     parser.add_argument("--work", default=str(ROOT / "runs" / "own_simulator_alfworld"))
     parser.add_argument("--data", default=str(DATA), help="ALFWorld episodes (ReAct's JSON).")
     parser.add_argument("--max-steps", type=int, default=160, help="Optimizer steps of `dreamgym train`.")
+    parser.add_argument(
+        "--base-model",
+        default="smollm2-135m-instruct-6l",
+        help="`dreamgym train --base-model` (default: the shipped models' six-layer SmolLM2 base).",
+    )
     parser.add_argument("--port", type=int, default=8011)
     parser.add_argument("--episodes", type=int, default=8, help="Simulated episodes played at the end.")
     parser.add_argument("--out", default=str(ROOT / "docs" / "results" / "own_simulator_alfworld.json"))
@@ -159,7 +176,7 @@ def main() -> int:
             "--out",
             str(model),
             "--base-model",
-            "smollm2-135m-instruct",
+            args.base_model,
             "--lora",
             "--max-steps",
             str(args.max_steps),
@@ -170,7 +187,7 @@ def main() -> int:
     }
     seconds: dict[str, float] = {}
     for name, command in steps.items():
-        print(f"$ {shlex.join(command)}", flush=True)
+        print(f"$ {shown(command)}", flush=True)
         seconds[name] = timed(command, work / f"{name}.log")
         print(f"  {seconds[name]}s", flush=True)
 
@@ -182,7 +199,7 @@ def main() -> int:
         "--model", served_name, "--name", "model", "--out", str(evals), "--no-replay",
         "--baseline", "repeat-state", "--baseline", "nearest-transition",
     )  # fmt: skip
-    print(f"$ {shlex.join(serve)} &", flush=True)
+    print(f"$ {shown(serve)} &", flush=True)
     started = time.perf_counter()
     with (work / "serve.log").open("w") as log:
         server = subprocess.Popen(
@@ -191,7 +208,7 @@ def main() -> int:
     try:
         wait_ready(base_url, server, timeout=900)
         seconds["serve"] = round(time.perf_counter() - started, 1)
-        print(f"  ready in {seconds['serve']}s\n$ {shlex.join(evaluate)}", flush=True)
+        print(f"  ready in {seconds['serve']}s\n$ {shown(evaluate)}", flush=True)
         seconds["eval-fidelity"] = timed(evaluate, work / "eval-fidelity.log")
         started = time.perf_counter()
         played = play(model, served_name, base_url, args.episodes)
@@ -212,7 +229,7 @@ def main() -> int:
         "commit": git_commit(),
         "data": Path(args.data).name,
         "commands": {
-            name: shlex.join(command)
+            name: shown(command)
             for name, command in {**steps, "serve": serve, "eval-fidelity": evaluate}.items()
         },
         "seconds": seconds,

@@ -221,7 +221,7 @@ def test_dreamgym_train_output_is_served_by_vllm(sft_dir, tmp_path):
 
     from dreamgym_env.cli import main
     from dreamgym_env.experience.schema import output_json_schema
-    from dreamgym_env.serving import SMOKE_SERVER_ARGS, VLLMServer
+    from dreamgym_env.serving.trained import read_model_folder, servable_trained_folder, trained_server
 
     out = tmp_path / "model"
     code = main(
@@ -254,11 +254,13 @@ def test_dreamgym_train_output_is_served_by_vllm(sft_dir, tmp_path):
     )
     assert code == 0
     prompt = json.loads((sft_dir / "eval.jsonl").read_text().splitlines()[0])["prompt"]
-    with VLLMServer(
-        out,
-        served_model_name="trained",
+    # Served as `dreamgym serve --model OUT` serves it: the folder checked, the shipped CPU settings.
+    model = read_model_folder(out)
+    assert model.kind == "weights" and model.env_settings["domain"] == "textworld"
+    with trained_server(
+        servable_trained_folder(model, "trained"),
+        "trained",
         max_model_len=1024,
-        extra_args=SMOKE_SERVER_ARGS,
         log_path=tmp_path / "vllm.log",
     ) as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=120)
