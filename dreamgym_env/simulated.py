@@ -202,13 +202,15 @@ def episode_limits(config: EnvConfig) -> dict[str, Any]:
 def default_retriever(domain: Domain, config: EnvConfig) -> Retriever | None:
     """Where an env that brings no replay buffer finds demonstrations: a shipped model's own, or none.
 
-    A shipped model (``model="textworld"`` for its domain) was trained with a real transition in every
-    prompt; without a buffer it would be asked prompts it never saw. Its demonstrations
-    (:func:`~dreamgym_env.buffer.demonstrations.shipped_demonstrations`) fill in, unless ``top_k`` is 0.
-    They are imported only then: an env of any other model loads no replay buffer.
+    A shipped model of the env's domain (``model="textworld"`` or ``"textworld-learned"`` for TextWorld)
+    was trained with a real transition in every prompt; without a buffer it would be asked prompts it
+    never saw. Its demonstrations (:func:`~dreamgym_env.buffer.demonstrations.shipped_demonstrations`)
+    fill in, unless ``top_k`` is 0. They are imported only then: an env of any other model loads no
+    replay buffer.
     """
     model = config.backend.model
-    if not config.top_k or model != domain.name:
+    shipped = SHIPPED_MODELS.get(model)
+    if not config.top_k or shipped is None or shipped.domain != domain.name:
         return None
     from dreamgym_env.buffer.demonstrations import shipped_demonstrations
 

@@ -217,3 +217,16 @@ def test_the_served_grammar_reads_the_name_pattern_as_python_does() -> None:
         "hall 2",
     ):
         assert _is_grammar_accept_string(grammar, word) is bool(re.fullmatch(pattern, word)), word
+
+
+def test_the_walkthroughs_way_on_has_no_door_to_open_unless_the_text_opens_one() -> None:
+    text = "First, go north. Then, go north. Then, take the coin from the floor of the attic."
+    start = "Room: cellar\nExits: north\nHere: nothing\nCarrying: nothing"
+    reveal = reveal_needs(text, [start], dream_layout([start], []), "go north")
+    assert reveal.room is not None and reveal.room.exits["north"] == ("", "open")
+    pattern = step_pattern(start, "go north", "", [], reveal=reveal)
+    assert pattern is not None
+    assert re.fullmatch(pattern, "Done.\nRoom: hall\nExits: north, south\nHere: nothing")
+    assert re.fullmatch(pattern, "Done.\nRoom: hall\nExits: north (gate: open), south\nHere: nothing")
+    # A closed door the text never opens would stop the walkthrough in the dream.
+    assert not re.fullmatch(pattern, "Done.\nRoom: hall\nExits: north (gate: closed), south\nHere: nothing")

@@ -411,3 +411,16 @@ def test_a_vector_env_naming_the_shipped_model_shares_its_demonstrations():
         assert len(demos) == before
     finally:
         envs.close()
+
+
+@pytest.mark.parametrize("name", sorted(n for n, m in SHIPPED_MODELS.items() if m.domain == "textworld"))
+def test_every_shipped_model_of_a_domain_gets_its_own_demonstrations(name):
+    """The learned model is named ``textworld-learned``, not its domain's name: it must still get its demos."""
+    from dreamgym_env.domains.textworld import TextWorldDomain
+    from dreamgym_env.env import DreamGymEnv
+    from dreamgym_env.records import Task
+    from dreamgym_env.serving.shipped import shipped_demonstrations
+
+    task = Task(task_id="textworld-g", domain="textworld", instruction="win", metadata={"world": "Map: a"})
+    with DreamGymEnv(TextWorldDomain(), tasks=[task], backend="scripted", model=name) as env:
+        assert env.retriever is not None and env.retriever is shipped_demonstrations(name)

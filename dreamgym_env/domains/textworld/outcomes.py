@@ -307,13 +307,16 @@ def _name_except(names: frozenset[str], *, starting: bool = False, limit: int = 
 
 
 def _door(need: tuple[str, str] | None, taken: frozenset[str] = frozenset()) -> str:
-    """An exit's door as ``need`` has it: any door or none (``None``), no door (``("", "")``), or this one.
+    """An exit's door as ``need`` has it: any door or none (``None``), no door (``("", "")``), no door or
+    an open one (``("", "open")``: a way the walkthrough walks through without opening it), or this one.
 
     Any door is named as none of ``taken``, the doors of the room's other exits (a door joins two rooms,
     through one exit of each).
     """
     if need == ("", ""):
         return ""
+    if need == ("", "open"):
+        return rf"( \({_name_except(taken)}: open\))?"
     if need is None:
         return rf"( \({_name_except(taken)}: (open|closed|locked)\))?"
     return re.escape(f" ({need[0]}: {need[1]})")

@@ -90,7 +90,8 @@ class ThingNeed:
 class RoomNeeds:
     """What a room the walkthrough enters must show: its name (``""``: any new one), exits and things.
 
-    ``exits`` maps a direction to its door as ``(name, state)``, or ``None`` when any door or none will do.
+    ``exits`` maps a direction to its door as ``(name, state)``, ``("", "open")`` for no door or an open
+    one (the walkthrough walks through), or ``None`` when any door or none will do.
     """
 
     name: str = ""
@@ -149,13 +150,13 @@ def _nodes(plan: Sequence[PlanStep]) -> list[_Node]:
 def _place_goals(node: _Node) -> None:
     """What the commands done in one room say it holds (in TextWorld's instruction, a command names its room)."""
     needs = node.needs
-    if node.leave:
-        needs.exits[node.leave] = None
+    if node.leave:  # walked through: no door, or an open one, unless a command here opens it (below)
+        needs.exits[node.leave] = ("", "open")
     holders = {g.holder for g in node.goals if g.holder}
     for goal in node.goals:
         if goal.kind in ("open", "unlocked") and goal.thing not in holders and node.leave:
             # A door on the way on (TextWorld's doors are opened to go through), as the first command finds it.
-            if needs.exits.get(node.leave) is None:
+            if needs.exits.get(node.leave) in (None, ("", "open")):
                 needs.exits[node.leave] = (goal.thing, _BEFORE[goal.kind])
             continue
         if goal.kind in _BEFORE:
