@@ -307,9 +307,10 @@ def _name_except(names: frozenset[str], *, starting: bool = False, limit: int = 
 
 
 def _door(need: tuple[str, str] | None, taken: frozenset[str] = frozenset()) -> str:
-    """An exit's door as ``need`` has it: any door or none (``None``), no door (``("", "")``), no door or
-    an open one (``("", "open")``: a way the walkthrough walks through without opening it), or this one.
+    """An exit's door as ``need`` has it: any or none, none, none or an open one, or this one.
 
+    ``None``: any door or none; ``("", "")``: no door; ``("", "open")``: no door or an open one (a way
+    the walkthrough walks through without opening it); else the door ``(name, state)``.
     Any door is named as none of ``taken``, the doors of the room's other exits (a door joins two rooms,
     through one exit of each).
     """
