@@ -186,6 +186,7 @@ def main() -> int:
         ),  # fmt: skip
     }
     seconds: dict[str, float] = {}
+    load_before = os.getloadavg()[0]
     for name, command in steps.items():
         print(f"$ {shown(command)}", flush=True)
         seconds[name] = timed(command, work / f"{name}.log")
@@ -233,6 +234,10 @@ def main() -> int:
             for name, command in {**steps, "serve": serve, "eval-fidelity": evaluate}.items()
         },
         "seconds": seconds,
+        # The machine's cores and its 1-minute load when the run began and ended: the seconds are
+        # this machine's, and a load above the cores means the run shared them.
+        "cpus": os.cpu_count(),
+        "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "examples": {"train": manifest.get("train_examples"), "eval": manifest.get("eval_examples")},
         "train_loss": training["result"].get("train_loss"),
         "eval_loss": training["result"].get("eval_loss"),
