@@ -138,7 +138,7 @@ def main() -> int:
     parser = arg_parser(__doc__)
     parser.add_argument("--work", default=str(ROOT / "runs" / "own_simulator_alfworld"))
     parser.add_argument("--data", default=str(DATA), help="ALFWorld episodes (ReAct's JSON).")
-    parser.add_argument("--max-steps", type=int, default=160, help="Optimizer steps of `dreamgym train`.")
+    parser.add_argument("--max-steps", type=int, default=40, help="Optimizer steps of `dreamgym train`.")
     parser.add_argument(
         "--base-model",
         default="smollm2-135m-instruct-6l",
@@ -147,13 +147,21 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=8011)
     parser.add_argument("--episodes", type=int, default=8, help="Simulated episodes played at the end.")
     parser.add_argument("--out", default=str(ROOT / "docs" / "results" / "own_simulator_alfworld.json"))
+    parser.add_argument(
+        "--resume", action="store_true", help="Skip the steps --work records as done (their seconds kept)."
+    )
+    parser.add_argument("--markdown", help="Print the tables of this result file and stop.")
     args = parser.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text(encoding="utf-8"))), end="")
+        return 0
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     buffer, sft, model, evals = work / "buffer.sqlite", work / "sft", work / "model", work / "eval"
-    for stale in (buffer, buffer.with_name(buffer.name + ".index")):
-        stale.unlink(missing_ok=True)
+    if not args.resume:
+        for stale in (buffer, buffer.with_name(buffer.name + ".index"), work / "seconds.json"):
+            stale.unlink(missing_ok=True)
     steps: dict[str, list[str]] = {
         "import": dreamgym("buffer", "import", str(buffer), args.data, "--quiet"),
         "build-sft": dreamgym(
@@ -185,11 +193,18 @@ def main() -> int:
             "--cpu",
         ),  # fmt: skip
     }
-    seconds: dict[str, float] = {}
+    # Each step's seconds are kept in the work folder, so a run stopped after training (the long
+    # step) goes on from there with --resume and still reports every step's time.
+    record = work / "seconds.json"
+    seconds: dict[str, float] = json.loads(record.read_text()) if args.resume and record.exists() else {}
     load_before = os.getloadavg()[0]
     for name, command in steps.items():
         print(f"$ {shown(command)}", flush=True)
+        if name in seconds:
+            print(f"  {seconds[name]}s (done before)", flush=True)
+            continue
         seconds[name] = timed(command, work / f"{name}.log")
+        record.write_text(json.dumps(seconds))
         print(f"  {seconds[name]}s", flush=True)
 
     base_url = f"http://127.0.0.1:{args.port}/v1"
@@ -197,7 +212,7 @@ def main() -> int:
     serve = dreamgym("serve", "--model", str(model), "--port", str(args.port))
     evaluate = dreamgym(
         "eval-fidelity", "--data", str(sft), "--buffer", str(buffer), "--base-url", base_url,
-        "--model", served_name, "--name", "model", "--out", str(evals), "--no-replay",
+        "--model", served_name, "--name", "model", "--out", str(evals), "--no-replay", "--timeout", "600",
         "--baseline", "repeat-state", "--baseline", "nearest-transition",
     )  # fmt: skip
     print(f"$ {shown(serve)} &", flush=True)
