@@ -69,3 +69,13 @@ def test_the_docs_quote_the_training_run_without_the_memo() -> None:
         in docs
     )
     assert f"the rules answered the other {answered['rule'] / result['sim_steps']:.2f}" in docs
+
+
+def test_the_docs_quote_the_training_run_without_the_commands_that_change_nothing() -> None:
+    result = json.loads((ROOT / "docs" / "results" / "learned_training_share_skip_verbs.json").read_text())
+    assert result["setting"] == "learned" and result["config"]["skip_verbs"] == ["look", "inventory", "examine"]
+    answered, steps = result["answered_by"], result["sim_steps"]
+    assert sum(answered.values()) == steps and "memo" not in answered
+    docs = (ROOT / "docs" / "experience_model.md").read_text(encoding="utf-8")
+    chose, wrote = answered.get("chosen", 0) / steps, answered.get("model", 0) / steps
+    assert f"chose {chose:.2f} among the outcomes the rules wrote out,\n  wrote {wrote:.2f}" in docs
