@@ -80,6 +80,7 @@ def play(model: Path, served_name: str, base_url: str, episodes: int) -> dict[st
     import gymnasium as gym
 
     import dreamgym_env  # noqa: F401 - registers the ids
+    from dreamgym_env.errors import DreamGymError
     from dreamgym_env.rollout import RandomPolicy
     from dreamgym_env.serving.trained import read_model_folder, trained_env_kwargs
 
@@ -88,6 +89,7 @@ def play(model: Path, served_name: str, base_url: str, episodes: int) -> dict[st
     env = gym.make(str(trained.env_id), base_url=base_url, max_steps=10, **kwargs)
     answered: Counter[str] = Counter()
     steps = successes = 0
+    error = None
     try:
         for episode in range(episodes):
             policy = RandomPolicy(seed=episode)
@@ -99,6 +101,8 @@ def play(model: Path, served_name: str, base_url: str, episodes: int) -> dict[st
                 steps += 1
                 done = terminated or truncated
             successes += bool(info.get("success"))
+    except DreamGymError as e:  # a model that cannot answer in form yet: what it did, and why it stopped
+        error = f"{type(e).__name__}: {e}"
     finally:
         env.close()
     return {
@@ -108,6 +112,7 @@ def play(model: Path, served_name: str, base_url: str, episodes: int) -> dict[st
         "steps": steps,
         "answered_by": dict(answered),
         "successes": successes,
+        "error": error,
     }
 
 
