@@ -73,7 +73,11 @@ def test_the_docs_quote_the_training_run_without_the_memo() -> None:
 
 def test_the_docs_quote_the_training_run_without_the_commands_that_change_nothing() -> None:
     result = json.loads((ROOT / "docs" / "results" / "learned_training_share_skip_verbs.json").read_text())
-    assert result["setting"] == "learned" and result["config"]["skip_verbs"] == ["look", "inventory", "examine"]
+    assert result["setting"] == "learned" and result["config"]["skip_verbs"] == [
+        "look",
+        "inventory",
+        "examine",
+    ]
     answered, steps = result["answered_by"], result["sim_steps"]
     assert sum(answered.values()) == steps and "memo" not in answered
     docs = (ROOT / "docs" / "experience_model.md").read_text(encoding="utf-8")
